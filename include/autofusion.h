@@ -1,0 +1,168 @@
+/*
+ * autofusion: load ONNX models, fuse their operators, run them on the CPU.
+ *
+ *   af_error err;
+ *   af_model *model = NULL;
+ *   af_session *sess = NULL;
+ *   if (af_model_load("model.onnx", NULL, &model, &err) != AF_OK) { puts(err.message); ... }
+ *   af_session_options opts = af_session_options_default();
+ *   if (af_session_create(model, &opts, &sess, &err) != AF_OK) { ... }
+ *   af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {1, 3, 224, 224}, .data = buf};
+ *   const char *names[] = {"input"};
+ *   if (af_session_run(sess, 1, names, &in, &err) != AF_OK) { ... }
+ *   const af_tensor *out = af_session_output(sess, 0);   // valid until the next run
+ *   af_session_free(sess);
+ *   af_model_free(model);
+ *
+ * Every function that can fail returns an af_status and, when `err` is not NULL, fills it with a
+ * message naming the node, the tensor and the cause. Nothing aborts on bad input. Free functions
+ * accept NULL and cannot fail.
+ */
+#ifndef AUTOFUSION_H
+#define AUTOFUSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AF_MAX_RANK 8 /* the highest tensor rank autofusion accepts */
+
+typedef enum af_status {
+    AF_OK = 0,
+    AF_ERR_INVALID_ARGUMENT, /* a caller passed something unusable (NULL, wrong count) */
+    AF_ERR_IO,               /* a file could not be opened, read or written */
+    AF_ERR_PARSE,            /* the bytes are not a well-formed ONNX protobuf */
+    AF_ERR_INVALID_MODEL,    /* well-formed, but inconsistent (undefined names, cycles, bad shapes) */
+    AF_ERR_UNSUPPORTED,      /* valid ONNX that autofusion does not implement */
+    AF_ERR_LIMIT,            /* a size limit was exceeded (see the README's limits) */
+    AF_ERR_OUT_OF_MEMORY,
+    AF_ERR_RUNTIME, /* a failure while running (bad input shape, data-dependent error) */
+    AF_STATUS_COUNT
+} af_status;
+
+/* Values match ONNX's TensorProto.DataType so files map one to one. */
+typedef enum af_dtype {
+    AF_DTYPE_UNDEFINED = 0,
+    AF_DTYPE_FLOAT = 1,
+    AF_DTYPE_UINT8 = 2,
+    AF_DTYPE_INT8 = 3,
+    AF_DTYPE_UINT16 = 4,
+    AF_DTYPE_INT16 = 5,
+    AF_DTYPE_INT32 = 6,
+    AF_DTYPE_INT64 = 7,
+    AF_DTYPE_STRING = 8, /* not supported by the runtime */
+    AF_DTYPE_BOOL = 9,   /* one byte per element, 0 or 1 */
+    AF_DTYPE_FLOAT16 = 10,
+    AF_DTYPE_DOUBLE = 11,
+    AF_DTYPE_UINT32 = 12,
+    AF_DTYPE_UINT64 = 13,
+    AF_DTYPE_BFLOAT16 = 16,
+    AF_DTYPE_MAX = 17
+} af_dtype;
+
+typedef struct af_error {
+    af_status status;
+    char message[512];
+} af_error;
+
+/* A dense, row-major tensor. Who owns `data` is stated by each function that hands one out. */
+typedef struct af_tensor {
+    af_dtype dtype;
+    int rank;
+    int64_t dims[AF_MAX_RANK];
+    void *data;
+    size_t nbytes; /* bytes at `data`; element count times the dtype's size */
+} af_tensor;
+
+/* Describes a graph input or output; dims are -1 where unknown or symbolic. */
+typedef struct af_value_info {
+    const char *name;  /* owned by the model */
+    af_dtype dtype;
+    int rank;          /* -1 when unknown */
+    int64_t dims[AF_MAX_RANK];
+    const char *dim_params[AF_MAX_RANK]; /* symbolic dim names or NULL, owned by the model */
+} af_value_info;
+
+typedef struct af_model af_model;
+typedef struct af_session af_session;
+
+const char *af_status_name(af_status status);
+const char *af_dtype_name(af_dtype dtype);
+size_t af_dtype_size(af_dtype dtype); /* 0 for types the runtime does not hold */
+
+/* ---- Models ---------------------------------------------------------------------------------- */
+
+typedef struct af_load_options {
+    int fold_constants;     /* fold constant subgraphs at load (default 1) */
+    uint64_t max_file_bytes; /* 0 = default limit */
+} af_load_options;
+
+af_load_options af_load_options_default(void);
+
+/* Loads an ONNX model; external data is read from files in the model's folder only.
+ * On success *out is a new model the caller frees with af_model_free. opts may be NULL. */
+af_status af_model_load(const char *path, const af_load_options *opts, af_model **out, af_error *err);
+/* As af_model_load, from memory. base_dir locates external data; NULL forbids external data. */
+af_status af_model_load_buffer(const void *data, size_t size, const char *base_dir,
+                               const af_load_options *opts, af_model **out, af_error *err);
+/* Writes the model's graph back as an ONNX file with all tensors inline. */
+af_status af_model_save(const af_model *model, const char *path, af_error *err);
+void af_model_free(af_model *model);
+
+int af_model_n_inputs(const af_model *model);
+int af_model_n_outputs(const af_model *model);
+/* Fills *info for input/output i; returns AF_ERR_INVALID_ARGUMENT when i is out of range. */
+af_status af_model_input_info(const af_model *model, int i, af_value_info *info);
+af_status af_model_output_info(const af_model *model, int i, af_value_info *info);
+int af_model_opset(const af_model *model);
+
+/* Summary figures for `autofusion inspect`. */
+typedef struct af_model_stats {
+    int n_nodes;
+    int64_t n_params;      /* elements in constant tensors */
+    double flops;          /* multiply-adds count as 2; from static shapes, 0 where unknown */
+    int n_op_types;
+    const char *op_types[256]; /* owned by the library, static strings */
+    int op_counts[256];
+} af_model_stats;
+void af_model_get_stats(const af_model *model, af_model_stats *stats);
+
+/* ---- Sessions -------------------------------------------------------------------------------- */
+
+typedef struct af_session_options {
+    int n_threads;    /* 0 = the cores this process may use */
+    int fusion_level; /* 0 = no fusion */
+} af_session_options;
+
+af_session_options af_session_options_default(void);
+
+/* Creates a session over `model`; the model must outlive the session. */
+af_status af_session_create(const af_model *model, const af_session_options *opts, af_session **out,
+                            af_error *err);
+/* Runs the graph. inputs[i] is bound to the graph input called names[i]; every graph input without a
+ * default initializer must be given. Input data is read, never kept. */
+af_status af_session_run(af_session *session, int n_inputs, const char *const *names,
+                         const af_tensor *inputs, af_error *err);
+int af_session_n_outputs(const af_session *session);
+/* Output i of the last successful run, owned by the session and valid until the next run or free. */
+const af_tensor *af_session_output(const af_session *session, int i);
+const char *af_session_output_name(const af_session *session, int i);
+/* Bytes of the activation arena the memory plan reserves (0 before any plan exists). */
+size_t af_session_arena_bytes(const af_session *session);
+void af_session_free(af_session *session);
+
+/* ---- Tensor files (ONNX TensorProto, the backend test data format) --------------------------- */
+
+/* Reads a serialized TensorProto. On success out->data is malloc'd and owned by the caller (free it
+ * with af_tensor_free_data); *name_out, if not NULL, receives a malloc'd copy of the name or NULL. */
+af_status af_tensor_read_pb(const char *path, af_tensor *out, char **name_out, af_error *err);
+af_status af_tensor_write_pb(const char *path, const af_tensor *t, const char *name, af_error *err);
+void af_tensor_free_data(af_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,109 @@
+/* Constant folding: nodes whose inputs are all known are evaluated once with the reference kernel.
+ * Shape and Size of statically shaped values fold too, which resolves the Shape->Gather->Concat->
+ * Reshape chains exporters emit. */
+#include <string.h>
+
+#include "ir/op_ctx.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+#define AF_MAX_FOLD_IO 64
+
+static bool has_subgraph(const af_node *n) {
+    for (int a = 0; a < n->n_attrs; a++)
+        if (n->attrs[a].g) return true;
+    return false;
+}
+
+static bool all_inputs_const(const af_graph *g, const af_node *n) {
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && g->values[n->inputs[k]].kind != AF_VALUE_CONST) return false;
+    return true;
+}
+
+/* Shape/Size of a value whose shape is fully known, without running anything. */
+static af_status fold_shape_query(af_graph *g, af_node *n, bool *done, af_error *err) {
+    *done = false;
+    if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) return AF_OK;
+    const af_tensor *x = &g->values[n->inputs[0]].t;
+    if (x->rank < 0 || af_tensor_numel(x) < 0) return AF_OK;
+    af_value *out = &g->values[n->outputs[0]];
+    if (out->t.rank < 0 || af_tensor_numel(&out->t) < 0) return AF_OK;
+    af_tensor t = out->t;
+    t.data = NULL;
+    af_status st = af_tensor_alloc(&t, err);
+    if (st != AF_OK) return st;
+    if (n->op == AF_OP_SIZE) {
+        ((int64_t *)t.data)[0] = af_tensor_numel(x);
+    } else {
+        int64_t start = af_node_attr_int(n, "start", 0), end = af_node_attr_int(n, "end", x->rank);
+        if (start < 0) start += x->rank;
+        if (end < 0) end += x->rank;
+        start = start < 0 ? 0 : start > x->rank ? x->rank : start;
+        end = end < start ? start : end > x->rank ? x->rank : end;
+        for (int64_t d = start, i = 0; d < end && i < af_tensor_numel(&t); d++, i++)
+            ((int64_t *)t.data)[i] = x->dims[d];
+    }
+    out->t = t;
+    out->kind = AF_VALUE_CONST;
+    *done = true;
+    return AF_OK;
+}
+
+af_status af_graph_fold_constants(af_graph *g, size_t max_bytes, af_error *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        af_node *n = &g->nodes[i];
+        const af_op_info_t *info = af_op_info(n->op);
+        if (!info || !info->run || has_subgraph(n) || n->n_inputs > AF_MAX_FOLD_IO || n->n_outputs > AF_MAX_FOLD_IO)
+            continue;
+        if (n->op == AF_OP_SHAPE || n->op == AF_OP_SIZE) {
+            bool done;
+            af_status st = fold_shape_query(g, n, &done, err);
+            if (st != AF_OK) return st;
+            if (done) continue;
+        }
+        if (n->n_inputs == 0 || !all_inputs_const(g, n)) continue;
+        bool fits = true;
+        for (int o = 0; o < n->n_outputs; o++) {
+            if (n->outputs[o] < 0) continue;
+            const af_tensor *t = &g->values[n->outputs[o]].t;
+            int64_t numel = af_tensor_numel(t);
+            size_t es = af_dtype_size(t->dtype);
+            if (numel < 0 || es == 0 || (uint64_t)numel > max_bytes / es) fits = false;
+        }
+        if (!fits) continue;
+        const af_tensor *ins[AF_MAX_FOLD_IO];
+        af_tensor outv[AF_MAX_FOLD_IO];
+        af_tensor *outs[AF_MAX_FOLD_IO];
+        for (int k = 0; k < n->n_inputs; k++) ins[k] = n->inputs[k] >= 0 ? &g->values[n->inputs[k]].t : NULL;
+        af_status st = AF_OK;
+        int allocated = 0;
+        for (int o = 0; o < n->n_outputs; o++, allocated++) {
+            outs[o] = NULL;
+            if (n->outputs[o] < 0) continue;
+            outv[o] = g->values[n->outputs[o]].t;
+            outv[o].data = NULL;
+            outs[o] = &outv[o];
+            if ((st = af_tensor_alloc(outs[o], err)) != AF_OK) break;
+        }
+        if (st == AF_OK) {
+            af_op_ctx c = {.node = n, .graph = g, .opset = g->opset, .n_inputs = n->n_inputs, .inputs = ins,
+                           .n_outputs = n->n_outputs, .outputs = outs, .err = err};
+            st = info->run(&c);
+        }
+        if (st != AF_OK) {
+            for (int o = 0; o < allocated; o++)
+                if (outs[o]) af_tensor_free_data(outs[o]);
+            /* Folding found a data error (e.g. an index out of range): the model is invalid. */
+            if (st == AF_ERR_OUT_OF_MEMORY || st == AF_ERR_LIMIT) return st;
+            return af_error_prefix(err, AF_ERR_INVALID_MODEL, "while folding constants");
+        }
+        for (int o = 0; o < n->n_outputs; o++) {
+            if (!outs[o]) continue;
+            af_value *v = &g->values[n->outputs[o]];
+            v->t = outv[o];
+            v->kind = AF_VALUE_CONST;
+        }
+    }
+    return AF_OK;
+}

@@ -1,0 +1,461 @@
+/* ONNX loader: ModelProto (protobuf-c) -> af_model. Protobuf types end here. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ir/model.h"
+#include "ir/op_ctx.h"
+#include "ir/tensor.h"
+#include "onnx/tensor_pb.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+#define AF_MIN_OPSET 7
+#define AF_MAX_OPSET 18
+#define AF_DEFAULT_MAX_FILE_BYTES ((uint64_t)2 << 30) /* protobuf's own 2 GiB message limit */
+#define AF_MAX_GRAPH_DEPTH 16
+
+typedef struct load_ctx {
+    const char *base_dir;
+    int depth;
+    char unsupported[400]; /* distinct unsupported op types, comma separated */
+    int n_unsupported;
+} load_ctx;
+
+static af_status load_graph(load_ctx *lc, const Onnx__GraphProto *gp, af_graph *g, af_error *err);
+
+af_load_options af_load_options_default(void) {
+    return (af_load_options){.fold_constants = 1, .max_file_bytes = AF_DEFAULT_MAX_FILE_BYTES};
+}
+
+static void note_unsupported(load_ctx *lc, const char *op_type, const char *domain) {
+    char item[160];
+    snprintf(item, sizeof item, "%s%s%s", domain && *domain ? domain : "", domain && *domain ? "." : "", op_type);
+    /* dedupe by searching ", item," in a padded copy */
+    char padded[sizeof lc->unsupported + 4];
+    snprintf(padded, sizeof padded, ", %s,", lc->unsupported);
+    char needle[170];
+    snprintf(needle, sizeof needle, ", %s,", item);
+    if (strstr(padded, needle)) return;
+    size_t used = strlen(lc->unsupported);
+    snprintf(lc->unsupported + used, sizeof lc->unsupported - used, "%s%s", used ? ", " : "", item);
+    lc->n_unsupported++;
+}
+
+/* Reads type and shape from a ValueInfoProto into v. */
+static af_status read_value_info(const Onnx__ValueInfoProto *vi, af_value *v, af_error *err) {
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp) return AF_OK; /* subgraph values may omit types */
+    if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+        return af_errorf(err, AF_ERR_UNSUPPORTED, "value '%s': only tensor types are supported (not %s)", v->name,
+                         tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE   ? "sequence"
+                         : tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "optional"
+                         : tp->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE      ? "map"
+                                                                                    : "sparse tensor");
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    if (tt->has_elem_type) {
+        if (tt->elem_type < 0 || tt->elem_type >= AF_DTYPE_MAX)
+            return af_errorf(err, AF_ERR_INVALID_MODEL, "value '%s' has unknown element type %d", v->name,
+                             (int)tt->elem_type);
+        if (af_dtype_size((af_dtype)tt->elem_type) == 0)
+            return af_errorf(err, AF_ERR_UNSUPPORTED, "value '%s' has unsupported element type %s", v->name,
+                             af_dtype_name((af_dtype)tt->elem_type));
+        v->t.dtype = (af_dtype)tt->elem_type;
+    }
+    if (!tt->shape) return AF_OK;
+    if (tt->shape->n_dim > AF_MAX_RANK)
+        return af_errorf(err, AF_ERR_LIMIT, "value '%s' has rank %zu; at most %d is supported", v->name,
+                         tt->shape->n_dim, AF_MAX_RANK);
+    v->t.rank = (int)tt->shape->n_dim;
+    for (size_t d = 0; d < tt->shape->n_dim; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+        v->t.dims[d] = -1;
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (dim->dim_value < 0)
+                return af_errorf(err, AF_ERR_INVALID_MODEL, "value '%s' has negative dim %lld", v->name,
+                                 (long long)dim->dim_value);
+            v->t.dims[d] = dim->dim_value;
+        } else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dim->dim_param &&
+                   *dim->dim_param) {
+            af_free(v->dim_params[d]);
+            v->dim_params[d] = af_strdup(dim->dim_param);
+            if (!v->dim_params[d]) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+    }
+    return AF_OK;
+}
+
+/* The id of `name` visible from g: its own values, else a value of an enclosing graph, which is
+ * then captured as an AF_VALUE_OUTER value of g (and of every graph in between). */
+static int resolve_name(af_graph *g, const char *name, af_error *err) {
+    int id = af_graph_find_value(g, name);
+    if (id >= 0 || !g->parent) return id;
+    int pid = resolve_name(g->parent, name, err);
+    if (pid < 0) return pid;
+    id = af_graph_add_value(g, name, err);
+    if (id < 0) return -2;
+    af_value *v = &g->values[id];
+    v->kind = AF_VALUE_OUTER;
+    v->outer_id = pid;
+    af_shape_copy(&v->t, &g->parent->values[pid].t);
+    return id;
+}
+
+/* Makes a constant value from a Constant node's attribute. */
+static af_status constant_value(load_ctx *lc, const Onnx__NodeProto *np, af_tensor *t, af_error *err) {
+    memset(t, 0, sizeof *t);
+    if (np->n_attribute != 1)
+        return af_errorf(err, AF_ERR_INVALID_MODEL, "Constant '%s' must have exactly one attribute", np->output[0]);
+    const Onnx__AttributeProto *a = np->attribute[0];
+    const char *an = a->name ? a->name : "";
+    if (strcmp(an, "value") == 0 && a->t) return af_tensor_from_proto(a->t, lc->base_dir, t, err);
+    if (strcmp(an, "value_float") == 0 || strcmp(an, "value_int") == 0) {
+        t->dtype = an[6] == 'f' ? AF_DTYPE_FLOAT : AF_DTYPE_INT64;
+        t->rank = 0;
+        af_status st = af_tensor_alloc(t, err);
+        if (st != AF_OK) return st;
+        if (t->dtype == AF_DTYPE_FLOAT) ((float *)t->data)[0] = a->f;
+        else ((int64_t *)t->data)[0] = a->i;
+        return AF_OK;
+    }
+    if (strcmp(an, "value_floats") == 0 || strcmp(an, "value_ints") == 0) {
+        bool f = an[6] == 'f';
+        t->dtype = f ? AF_DTYPE_FLOAT : AF_DTYPE_INT64;
+        t->rank = 1;
+        t->dims[0] = (int64_t)(f ? a->n_floats : a->n_ints);
+        af_status st = af_tensor_alloc(t, err);
+        if (st != AF_OK) return st;
+        if (t->nbytes) memcpy(t->data, f ? (void *)a->floats : (void *)a->ints, t->nbytes);
+        return AF_OK;
+    }
+    return af_errorf(err, AF_ERR_UNSUPPORTED, "Constant '%s': attribute '%s' is not supported", np->output[0], an);
+}
+
+static af_status convert_attr(load_ctx *lc, af_graph *g, const af_node *n, const Onnx__AttributeProto *ap,
+                              af_attr *a, af_error *err) {
+    a->name = af_strdup(ap->name ? ap->name : "");
+    if (!a->name) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+    if (ap->ref_attr_name && *ap->ref_attr_name)
+        return af_errorf(err, AF_ERR_UNSUPPORTED, "node '%s': attribute references (functions) are not supported",
+                         n->name);
+    switch (ap->type) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: a->type = AF_ATTR_FLOAT, a->f = ap->f; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: a->type = AF_ATTR_INT, a->i = ap->i; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+        a->type = AF_ATTR_STRING;
+        a->s = af_malloc(ap->s.len + 1);
+        if (!a->s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+        if (ap->s.len) memcpy(a->s, ap->s.data, ap->s.len);
+        a->s[ap->s.len] = 0;
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR:
+        a->type = AF_ATTR_TENSOR;
+        if (!ap->t) return af_errorf(err, AF_ERR_INVALID_MODEL, "node '%s': attribute '%s' has no tensor", n->name, a->name);
+        return af_tensor_from_proto(ap->t, lc->base_dir, &a->t, err);
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: {
+        a->type = AF_ATTR_GRAPH;
+        if (!ap->g) return af_errorf(err, AF_ERR_INVALID_MODEL, "node '%s': attribute '%s' has no graph", n->name, a->name);
+        if (lc->depth >= AF_MAX_GRAPH_DEPTH)
+            return af_errorf(err, AF_ERR_LIMIT, "node '%s': subgraphs nest deeper than %d", n->name, AF_MAX_GRAPH_DEPTH);
+        a->g = af_graph_new(g);
+        if (!a->g) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+        lc->depth++;
+        af_status st = load_graph(lc, ap->g, a->g, err);
+        lc->depth--;
+        if (st != AF_OK) return af_error_prefix(err, st, "in subgraph '%s' of node '%s'", a->name, n->name);
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+        a->type = AF_ATTR_FLOATS;
+        a->n = (int)ap->n_floats;
+        a->floats = af_malloc((ap->n_floats ? ap->n_floats : 1) * sizeof(float));
+        if (!a->floats) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+        if (ap->n_floats) memcpy(a->floats, ap->floats, ap->n_floats * sizeof(float));
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+        a->type = AF_ATTR_INTS;
+        a->n = (int)ap->n_ints;
+        a->ints = af_malloc((ap->n_ints ? ap->n_ints : 1) * sizeof(int64_t));
+        if (!a->ints) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+        if (ap->n_ints) memcpy(a->ints, ap->ints, ap->n_ints * sizeof(int64_t));
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
+        a->type = AF_ATTR_STRINGS;
+        a->strings = af_calloc(ap->n_strings ? ap->n_strings : 1, sizeof(char *));
+        if (!a->strings) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+        for (size_t i = 0; i < ap->n_strings; i++) {
+            a->strings[i] = af_malloc(ap->strings[i].len + 1);
+            if (!a->strings[i]) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+            a->n = (int)i + 1;
+            if (ap->strings[i].len) memcpy(a->strings[i], ap->strings[i].data, ap->strings[i].len);
+            a->strings[i][ap->strings[i].len] = 0;
+        }
+        break;
+    default:
+        return af_errorf(err, AF_ERR_UNSUPPORTED, "node '%s': attribute '%s' has unsupported type %d", n->name,
+                         a->name, (int)ap->type);
+    }
+    return AF_OK;
+}
+
+static bool is_default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
+
+static af_status load_graph(load_ctx *lc, const Onnx__GraphProto *gp, af_graph *g, af_error *err) {
+    if (gp->name && !(g->name = af_strdup(gp->name))) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+    if (gp->n_sparse_initializer) return af_errorf(err, AF_ERR_UNSUPPORTED, "sparse initializers are not supported");
+    /* Initializers first: a graph input with the same name is an overridable default. */
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        const char *name = tp->name ? tp->name : "";
+        if (!*name) return af_errorf(err, AF_ERR_INVALID_MODEL, "initializer %zu has no name", i);
+        if (af_graph_find_value(g, name) >= 0)
+            return af_errorf(err, AF_ERR_INVALID_MODEL, "initializer '%s' is defined twice", name);
+        int id = af_graph_add_value(g, name, err);
+        if (id < 0) return err ? err->status : AF_ERR_OUT_OF_MEMORY;
+        g->values[id].kind = AF_VALUE_CONST;
+        af_status st = af_tensor_from_proto(tp, lc->base_dir, &g->values[id].t, err);
+        if (st != AF_OK) return st;
+    }
+    g->inputs = af_malloc((gp->n_input ? gp->n_input : 1) * sizeof(int));
+    if (!g->inputs) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const char *name = gp->input[i]->name ? gp->input[i]->name : "";
+        if (!*name) return af_errorf(err, AF_ERR_INVALID_MODEL, "graph input %zu has no name", i);
+        int id = af_graph_find_value(g, name);
+        if (id >= 0 && g->values[id].kind != AF_VALUE_CONST)
+            return af_errorf(err, AF_ERR_INVALID_MODEL, "graph input '%s' is declared twice", name);
+        af_value tmp = {.name = (char *)name, .t = {.rank = -1}};
+        af_status st = read_value_info(gp->input[i], &tmp, err);
+        if (st == AF_OK && id >= 0) {
+            /* An initializer listed as input: keep the initializer's own type and shape. */
+            g->values[id].kind = AF_VALUE_INPUT;
+            g->values[id].has_default = true;
+            for (int d = 0; d < AF_MAX_RANK; d++) g->values[id].dim_params[d] = tmp.dim_params[d];
+        } else if (st == AF_OK) {
+            id = af_graph_add_value(g, name, err);
+            if (id < 0) st = err ? err->status : AF_ERR_OUT_OF_MEMORY;
+            else {
+                g->values[id].kind = AF_VALUE_INPUT;
+                g->values[id].t = tmp.t;
+                for (int d = 0; d < AF_MAX_RANK; d++) g->values[id].dim_params[d] = tmp.dim_params[d];
+            }
+        }
+        if (st != AF_OK) {
+            for (int d = 0; d < AF_MAX_RANK; d++) af_free(tmp.dim_params[d]);
+            return st;
+        }
+        g->inputs[g->n_inputs++] = id;
+    }
+    /* Pass 1: every node output becomes a value, so nodes may appear in any order in the file. */
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        const char *op_type = np->op_type ? np->op_type : "";
+        bool is_const = is_default_domain(np->domain) && strcmp(op_type, "Constant") == 0;
+        if (is_const && np->n_output != 1)
+            return af_errorf(err, AF_ERR_INVALID_MODEL, "Constant node %zu must have one output", k);
+        for (size_t o = 0; o < np->n_output; o++) {
+            const char *name = np->output[o];
+            if (!name || !*name) continue;
+            if (af_graph_find_value(g, name) >= 0)
+                return af_errorf(err, AF_ERR_INVALID_MODEL, "value '%s' is produced twice (node %zu, %s)", name, k,
+                                 op_type);
+            int id = af_graph_add_value(g, name, err);
+            if (id < 0) return err ? err->status : AF_ERR_OUT_OF_MEMORY;
+            if (is_const) {
+                g->values[id].kind = AF_VALUE_CONST;
+                af_status st = constant_value(lc, np, &g->values[id].t, err);
+                if (st != AF_OK) return st;
+            }
+        }
+    }
+    /* Pass 2: nodes with resolved inputs, attributes and subgraphs. */
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        const char *op_type = np->op_type ? np->op_type : "";
+        if (is_default_domain(np->domain) && strcmp(op_type, "Constant") == 0) continue;
+        char autoname[96];
+        snprintf(autoname, sizeof autoname, "%s_%zu", op_type, k);
+        const char *name = np->name && *np->name ? np->name : autoname;
+        int ni = af_graph_add_node(g, name, op_type, np->domain, err);
+        if (ni < 0) return err ? err->status : AF_ERR_OUT_OF_MEMORY;
+        af_node *n = &g->nodes[ni];
+        if (!is_default_domain(np->domain) || n->op == AF_OP_UNKNOWN || !af_op_info(n->op)->infer ||
+            !af_op_info(n->op)->run)
+            note_unsupported(lc, op_type, is_default_domain(np->domain) ? "" : np->domain);
+        if (np->n_input > 4096 || np->n_output > 4096)
+            return af_errorf(err, AF_ERR_LIMIT, "node '%s' has too many inputs or outputs", name);
+        int *in = af_malloc((np->n_input + np->n_output + 1) * sizeof(int));
+        if (!in) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+        int *out = in + np->n_input;
+        for (size_t i = 0; i < np->n_input; i++) {
+            const char *iname = np->input[i];
+            if (!iname || !*iname) {
+                in[i] = -1;
+                continue;
+            }
+            in[i] = resolve_name(g, iname, err);
+            if (in[i] < 0) {
+                af_free(in);
+                if (in[i] == -2) return err ? err->status : AF_ERR_OUT_OF_MEMORY;
+                return af_errorf(err, AF_ERR_INVALID_MODEL, "node '%s' (%s): input '%s' is not defined", name,
+                                 op_type, iname);
+            }
+        }
+        for (size_t o = 0; o < np->n_output; o++) {
+            const char *oname = np->output[o];
+            out[o] = oname && *oname ? af_graph_find_value(g, oname) : -1;
+            if (out[o] >= 0) g->values[out[o]].producer = ni;
+        }
+        af_status st = af_node_set_io(&g->nodes[ni], (int)np->n_input, in, (int)np->n_output, out, err);
+        af_free(in);
+        if (st != AF_OK) return st;
+        n = &g->nodes[ni];
+        n->attrs = af_calloc(np->n_attribute ? np->n_attribute : 1, sizeof(af_attr));
+        if (!n->attrs) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+        for (size_t a = 0; a < np->n_attribute; a++) {
+            n->n_attrs = (int)a + 1;
+            st = convert_attr(lc, g, n, np->attribute[a], &n->attrs[a], err);
+            n = &g->nodes[ni]; /* a subgraph never adds nodes to g, but keep the pointer fresh */
+            if (st != AF_OK) return st;
+        }
+    }
+    g->outputs = af_malloc((gp->n_output ? gp->n_output : 1) * sizeof(int));
+    if (!g->outputs) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *name = gp->output[i]->name ? gp->output[i]->name : "";
+        int id = resolve_name(g, name, err);
+        if (id == -2) return err ? err->status : AF_ERR_OUT_OF_MEMORY;
+        if (id < 0) return af_errorf(err, AF_ERR_INVALID_MODEL, "graph output '%s' is not defined", name);
+        af_value decl = {.name = (char *)name, .t = {.rank = -1}};
+        af_status st = read_value_info(gp->output[i], &decl, err);
+        af_value *v = &g->values[id];
+        for (int d = 0; d < AF_MAX_RANK; d++) {
+            if (st == AF_OK && decl.dim_params[d] && !v->dim_params[d]) v->dim_params[d] = decl.dim_params[d];
+            else af_free(decl.dim_params[d]);
+        }
+        if (st != AF_OK) return st;
+        /* Declared types seed inference; node outputs are re-inferred and checked against them. */
+        if (v->kind == AF_VALUE_NODE && v->t.rank < 0 && v->t.dtype == AF_DTYPE_UNDEFINED) v->t = decl.t;
+        v->is_output = true;
+        g->outputs[g->n_outputs++] = id;
+    }
+    return AF_OK;
+}
+
+static af_status load_model(const Onnx__ModelProto *mp, const char *base_dir, const af_load_options *opts,
+                            af_model *m, af_error *err) {
+    m->ir_version = mp->has_ir_version ? mp->ir_version : 0;
+    m->producer_name = af_strdup(mp->producer_name ? mp->producer_name : "");
+    m->producer_version = af_strdup(mp->producer_version ? mp->producer_version : "");
+    m->opsets = af_calloc(mp->n_opset_import ? mp->n_opset_import : 1, sizeof *m->opsets);
+    if (!m->producer_name || !m->producer_version || !m->opsets)
+        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+    int64_t opset = -1;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+        m->opsets[i].domain = af_strdup(o->domain ? o->domain : "");
+        if (!m->opsets[i].domain) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+        m->opsets[i].version = o->has_version ? o->version : 0;
+        m->n_opsets++;
+        if (is_default_domain(o->domain)) opset = m->opsets[i].version;
+    }
+    if (!mp->graph) return af_errorf(err, AF_ERR_INVALID_MODEL, "the model has no graph");
+    if (opset < 0 && m->n_opsets > 0)
+        return af_errorf(err, AF_ERR_UNSUPPORTED, "the model imports only domain '%s'", m->opsets[0].domain);
+    if (opset < 0) return af_errorf(err, AF_ERR_INVALID_MODEL, "the model imports no opset");
+    if (opset < AF_MIN_OPSET || opset > AF_MAX_OPSET)
+        return af_errorf(err, AF_ERR_UNSUPPORTED, "opset %lld is not supported (supported: %d to %d)",
+                         (long long)opset, AF_MIN_OPSET, AF_MAX_OPSET);
+    if (mp->n_functions) return af_errorf(err, AF_ERR_UNSUPPORTED, "model-local functions are not supported");
+    m->graph = af_graph_new(NULL);
+    if (!m->graph) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+    m->graph->opset = (int)opset;
+    load_ctx lc = {.base_dir = base_dir};
+    af_status st = load_graph(&lc, mp->graph, m->graph, err);
+    if (st != AF_OK) return st;
+    if (lc.n_unsupported)
+        return af_errorf(err, AF_ERR_UNSUPPORTED, "unsupported operator%s: %s", lc.n_unsupported > 1 ? "s" : "",
+                         lc.unsupported);
+    if ((st = af_graph_toposort(m->graph, err)) != AF_OK) return st;
+    if ((st = af_graph_infer_shapes(m->graph, err)) != AF_OK) return st;
+    if (opts->fold_constants) {
+        if ((st = af_graph_fold_constants(m->graph, (size_t)64 << 20, err)) != AF_OK) return st;
+        af_graph_remove_dead(m->graph);
+    }
+    return AF_OK;
+}
+
+void af_model_free(af_model *m) {
+    if (!m) return;
+    af_graph_free(m->graph);
+    for (int i = 0; i < m->n_opsets; i++) af_free(m->opsets[i].domain);
+    af_free(m->opsets);
+    af_free(m->producer_name);
+    af_free(m->producer_version);
+    af_free(m);
+}
+
+af_status af_model_load_buffer(const void *data, size_t size, const char *base_dir, const af_load_options *opts,
+                               af_model **out, af_error *err) {
+    if (!out || (!data && size)) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_model_load_buffer: NULL argument");
+    *out = NULL;
+    af_load_options defaults = af_load_options_default();
+    if (!opts) opts = &defaults;
+    uint64_t max_bytes = opts->max_file_bytes ? opts->max_file_bytes : AF_DEFAULT_MAX_FILE_BYTES;
+    if (size > max_bytes)
+        return af_errorf(err, AF_ERR_LIMIT, "model is %zu bytes; the limit is %llu", size, (unsigned long long)max_bytes);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(&af_protobuf_allocator, size, data);
+    if (!mp) return af_errorf(err, AF_ERR_PARSE, "not a valid ONNX model (protobuf parse failed)");
+    af_model *m = af_calloc(1, sizeof *m);
+    af_status st = m ? load_model(mp, base_dir, opts, m, err) : af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+    onnx__model_proto__free_unpacked(mp, &af_protobuf_allocator);
+    if (st != AF_OK) {
+        af_model_free(m);
+        return st;
+    }
+    *out = m;
+    return AF_OK;
+}
+
+af_status af_model_load(const char *path, const af_load_options *opts, af_model **out, af_error *err) {
+    if (!path || !out) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_model_load: NULL argument");
+    *out = NULL;
+    af_load_options defaults = af_load_options_default();
+    if (!opts) opts = &defaults;
+    uint64_t max_bytes = opts->max_file_bytes ? opts->max_file_bytes : AF_DEFAULT_MAX_FILE_BYTES;
+    FILE *f = fopen(path, "rb");
+    if (!f) return af_errorf(err, AF_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return af_errorf(err, AF_ERR_IO, "'%s' is not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > max_bytes) {
+        fclose(f);
+        return af_errorf(err, AF_ERR_LIMIT, "'%s' is %lld bytes; the limit is %llu", path, (long long)sb.st_size,
+                         (unsigned long long)max_bytes);
+    }
+    size_t size = (size_t)sb.st_size;
+    uint8_t *buf = af_malloc(size);
+    if (!buf) {
+        fclose(f);
+        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory reading '%s'", path);
+    }
+    size_t got = fread(buf, 1, size, f);
+    fclose(f);
+    if (got != size) {
+        af_free(buf);
+        return af_errorf(err, AF_ERR_IO, "short read on '%s'", path);
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    if (slash == dir) snprintf(dir, sizeof dir, "/");
+    af_status st = af_model_load_buffer(buf, size, dir, opts, out, err);
+    af_free(buf);
+    return st;
+}

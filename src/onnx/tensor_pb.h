@@ -1,0 +1,24 @@
+/*
+ * Conversion between ONNX TensorProto messages and af_tensor. Protobuf types stay in src/onnx/.
+ *
+ *   af_tensor t;
+ *   if (af_tensor_from_proto(proto, base_dir, &t, err) != AF_OK) ...  // t.data owned by caller
+ */
+#ifndef AF_ONNX_TENSOR_PB_H
+#define AF_ONNX_TENSOR_PB_H
+
+#include "autofusion.h"
+#include "onnx.pb-c.h"
+
+/* The allocator protobuf-c uses, routed through af_malloc so out-of-memory tests cover parsing. */
+extern ProtobufCAllocator af_protobuf_allocator;
+
+/* Decodes a TensorProto's dims and data (raw, typed fields or external data resolved against
+ * base_dir, which NULL forbids). Checks every length; never reads past the message. */
+af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir, af_tensor *out,
+                               af_error *err);
+/* Fills a TensorProto whose raw_data points at t->data (no copy): valid while t lives.
+ * dims_buf must hold AF_MAX_RANK entries. */
+void af_tensor_to_proto(const af_tensor *t, const char *name, int64_t *dims_buf, Onnx__TensorProto *p);
+
+#endif

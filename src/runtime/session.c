@@ -1,0 +1,136 @@
+/* Sessions: a model bound to a memory plan, run through the executor. */
+#include <string.h>
+#include <unistd.h>
+
+#include "ir/model.h"
+#include "ir/tensor.h"
+#include "runtime/executor.h"
+#include "runtime/memory_plan.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+struct af_session {
+    const af_model *model;
+    af_session_options opts;
+    int *last_use;
+    af_memory_plan plan;
+    uint8_t *arena;
+    int n_outputs;
+    af_tensor *outputs; /* the last run's outputs, owned */
+};
+
+af_session_options af_session_options_default(void) {
+    return (af_session_options){.n_threads = 0, .fusion_level = 0};
+}
+
+void af_session_free(af_session *s) {
+    if (!s) return;
+    for (int i = 0; s->outputs && i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
+    af_free(s->outputs);
+    af_free(s->last_use);
+    af_memory_plan_free(&s->plan);
+    af_free_aligned(s->arena);
+    af_free(s);
+}
+
+af_status af_session_create(const af_model *model, const af_session_options *opts, af_session **out, af_error *err) {
+    if (!model || !out) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_create: NULL argument");
+    *out = NULL;
+    af_session_options defaults = af_session_options_default();
+    if (!opts) opts = &defaults;
+    if (opts->n_threads < 0) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "n_threads must be >= 0");
+    if (opts->fusion_level < 0 || opts->fusion_level > 3)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "fusion_level must be 0 to 3, not %d", opts->fusion_level);
+    const af_graph *g = model->graph;
+    af_session *s = af_calloc(1, sizeof *s);
+    if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
+    s->model = model;
+    s->opts = *opts;
+    s->n_outputs = g->n_outputs;
+    s->outputs = af_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *s->outputs);
+    s->last_use = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *s->last_use);
+    af_status st = AF_OK;
+    if (!s->outputs || !s->last_use) {
+        st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
+        goto fail;
+    }
+    af_graph_last_uses(g, s->last_use);
+    if ((st = af_memory_plan_build(g, s->last_use, &s->plan, err)) != AF_OK) goto fail;
+    if (s->plan.arena_bytes) {
+        s->arena = af_malloc_aligned(s->plan.arena_bytes);
+        if (!s->arena) {
+            st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: the activation arena needs %zu bytes",
+                           s->plan.arena_bytes);
+            goto fail;
+        }
+    }
+    *out = s;
+    return AF_OK;
+fail:
+    af_session_free(s);
+    return st;
+}
+
+static af_status check_input(const af_value *decl, const af_tensor *t, af_error *err) {
+    char want[128], got[128];
+    if (!t->data && af_tensor_numel(t) != 0)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' has no data", decl->name);
+    if (t->rank < 0 || t->rank > AF_MAX_RANK)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' has invalid rank %d", decl->name, t->rank);
+    if (af_tensor_numel(t) < 0)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' has invalid dims %s", decl->name,
+                         af_tensor_shape_str(t, got, sizeof got));
+    bool ok = decl->t.dtype == AF_DTYPE_UNDEFINED || decl->t.dtype == t->dtype;
+    if (ok && decl->t.rank >= 0) {
+        ok = decl->t.rank == t->rank;
+        for (int d = 0; ok && d < t->rank; d++) ok = decl->t.dims[d] < 0 || decl->t.dims[d] == t->dims[d];
+    }
+    if (!ok)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' is %s, the model expects %s", decl->name,
+                         af_tensor_shape_str(t, got, sizeof got), af_tensor_shape_str(&decl->t, want, sizeof want));
+    size_t need = (size_t)af_tensor_numel(t) * af_dtype_size(t->dtype);
+    if (t->nbytes && t->nbytes < need)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' holds %zu bytes, its shape needs %zu", decl->name,
+                         t->nbytes, need);
+    return AF_OK;
+}
+
+af_status af_session_run(af_session *s, int n_inputs, const char *const *names, const af_tensor *inputs,
+                         af_error *err) {
+    if (!s || (n_inputs > 0 && (!names || !inputs)) || n_inputs < 0)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_run: NULL argument");
+    const af_graph *g = s->model->graph;
+    af_exec e;
+    af_status st = af_exec_init(&e, g, NULL, &s->plan, s->arena, s->last_use, err);
+    if (st != AF_OK) return st;
+    for (int i = 0; i < n_inputs; i++) {
+        int v = names[i] ? af_graph_find_value(g, names[i]) : -1;
+        if (v < 0 || g->values[v].kind != AF_VALUE_INPUT) {
+            st = af_errorf(err, AF_ERR_INVALID_ARGUMENT, "'%s' is not an input of the model", names[i] ? names[i] : "(null)");
+            goto done;
+        }
+        if ((st = check_input(&g->values[v], &inputs[i], err)) != AF_OK) goto done;
+        e.env[v] = inputs[i];
+        e.env[v].nbytes = (size_t)af_tensor_numel(&inputs[i]) * af_dtype_size(inputs[i].dtype);
+    }
+    if ((st = af_exec_run(&e, err)) != AF_OK) goto done;
+    for (int i = 0; i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
+    for (int i = 0; i < s->n_outputs; i++)
+        if ((st = af_exec_take(&e, g->outputs[i], &s->outputs[i], err)) != AF_OK) goto done;
+done:
+    af_exec_release(&e);
+    return st;
+}
+
+int af_session_n_outputs(const af_session *s) { return s ? s->n_outputs : 0; }
+
+const af_tensor *af_session_output(const af_session *s, int i) {
+    return s && i >= 0 && i < s->n_outputs && s->outputs[i].data ? &s->outputs[i] : NULL;
+}
+
+const char *af_session_output_name(const af_session *s, int i) {
+    if (!s || i < 0 || i >= s->n_outputs) return NULL;
+    return s->model->graph->values[s->model->graph->outputs[i]].name;
+}
+
+size_t af_session_arena_bytes(const af_session *s) { return s ? s->plan.arena_bytes : 0; }

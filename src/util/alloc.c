@@ -1,0 +1,63 @@
+#include "util/alloc.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Failure injection is test-only state; atomics keep it well defined with worker threads. */
+static atomic_long fail_after = -1;
+static atomic_long n_allocs = 0;
+
+static int should_fail(void) {
+    atomic_fetch_add(&n_allocs, 1);
+    long left = atomic_load(&fail_after);
+    if (left < 0) return 0;
+    if (left == 0) return 1;
+    atomic_fetch_sub(&fail_after, 1);
+    return 0;
+}
+
+void af_alloc_fail_after(long n) {
+    atomic_store(&fail_after, n);
+    atomic_store(&n_allocs, 0);
+}
+
+long af_alloc_count(void) { return atomic_load(&n_allocs); }
+
+void *af_malloc(size_t size) { return should_fail() ? NULL : malloc(size ? size : 1); }
+
+void *af_calloc(size_t n, size_t size) {
+    if (should_fail()) return NULL;
+    return calloc(n ? n : 1, size ? size : 1);
+}
+
+void *af_realloc(void *p, size_t size) { return should_fail() ? NULL : realloc(p, size ? size : 1); }
+
+void af_free(void *p) { free(p); }
+
+char *af_strdup(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = af_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void *af_malloc_aligned(size_t size) {
+    if (should_fail()) return NULL;
+    size_t rounded = (size + 63) & ~(size_t)63;
+    if (rounded < size) return NULL;
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+void af_free_aligned(void *p) { free(p); }
+
+int af_mul_size(size_t a, size_t b, size_t *out) {
+    if (a && b > SIZE_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+int af_mul_i64(int64_t a, int64_t b, int64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
