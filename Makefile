@@ -24,7 +24,7 @@ CLI := $(BUILD)/autofusion
 TESTS := $(BUILD)/test_unit $(BUILD)/test_conformance
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 
-.PHONY: all test clean
+.PHONY: all test check check-san demo clean
 all: $(CLI) $(TESTS)
 
 # Generated from the schema Debian's libonnx-dev ships; never committed.
@@ -51,6 +51,17 @@ $(BUILD)/test_conformance: $(BUILD)/tests/conformance.o $(LIB_OBJ)
 
 test: all
 	./tests/run_all.sh $(BUILD)
+
+# The README's test command: every suite, plain build. check-san: the same under ASan+UBSan.
+check: test
+check-san:
+	$(MAKE) SAN=1 test
+
+# The main job on a built-in model (a committed fixture): inspect it and run it.
+DEMO_MODEL ?= tests/models/resnet_small/model.onnx
+demo: $(CLI)
+	$(CLI) inspect $(DEMO_MODEL)
+	$(CLI) run $(DEMO_MODEL)
 
 clean:
 	rm -rf build build-san

@@ -1,0 +1,45 @@
+#!/bin/sh
+# CLI behaviour: exit codes, one-line errors, outputs written as TensorProto files that match the
+# ONNX Runtime reference of a fixture.
+AF=${1:-build/autofusion}
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check() { # description, condition result (0 = ok)
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
+}
+M=tests/models/resnet_small
+N=/usr/include/onnx/backend/test/data/node
+
+"$AF" inspect $M/model.onnx >"$tmp/inspect.txt" 2>&1
+check "inspect exits 0" $?
+grep -q '^parameters: [1-9]' "$tmp/inspect.txt"; check "inspect counts parameters" $?
+grep -q '^flops: ' "$tmp/inspect.txt"; check "inspect reports flops" $?
+grep -Eq '^  Conv +[0-9]+' "$tmp/inspect.txt"; check "inspect prints an op histogram" $?
+grep -q 'float32\[1,3,112,112\]' "$tmp/inspect.txt"; check "inspect shows input shapes" $?
+
+"$AF" run $N/test_add/model.onnx --input x=$N/test_add/test_data_set_0/input_0.pb \
+    --input y=$N/test_add/test_data_set_0/input_1.pb --output-dir "$tmp/out" >"$tmp/run.txt" 2>&1
+check "run with given inputs exits 0" $?
+[ -f "$tmp/out/sum.pb" ]; check "run writes DIR/NAME.pb" $?
+cmp -s "$tmp/out/sum.pb" $N/test_add/test_data_set_0/output_0.pb
+check "written output equals the ONNX reference byte for byte" $?
+
+"$AF" run $M/model.onnx >"$tmp/rand.txt" 2>&1; check "run with random inputs exits 0" $?
+
+"$AF" run /nonexistent.onnx >/dev/null 2>"$tmp/err.txt"; rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err.txt")" -eq 1 ] && grep -q 'nonexistent' "$tmp/err.txt"
+check "missing model: non-zero exit and a one-line error naming it" $?
+
+printf 'not a model' >"$tmp/bad.onnx"
+"$AF" inspect "$tmp/bad.onnx" >/dev/null 2>"$tmp/err.txt"; rc=$?
+[ $rc -ne 0 ] && grep -q 'not a valid ONNX model' "$tmp/err.txt"; check "garbage file: clear parse error" $?
+
+"$AF" run $N/test_add/model.onnx --input nosuch=$N/test_add/test_data_set_0/input_0.pb >/dev/null 2>"$tmp/err.txt"
+[ $? -ne 0 ] && grep -q 'nosuch' "$tmp/err.txt"; check "unknown input name is rejected by name" $?
+
+"$AF" frobnicate >/dev/null 2>&1; [ $? -ne 0 ]; check "unknown command exits non-zero" $?
+
+echo "cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]

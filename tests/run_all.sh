@@ -1,0 +1,37 @@
+#!/bin/sh
+# Runs every test suite against the binaries in BUILD (build/ or build-san/) and prints one
+# closing total. Exit status is non-zero if any suite failed.
+BUILD=${1:-build}
+cd "$(dirname "$0")/.." || exit 2
+total_pass=0
+total_fail=0
+status=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+suite() { # name, command...
+    name=$1
+    shift
+    echo "== $name: $*"
+    "$@" >"$log" 2>&1
+    rc=$?
+    grep -v '^PASS ' "$log"
+    line=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
+    f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+    [ -n "$p" ] || p=0
+    [ -n "$f" ] || f=1
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+    [ "$rc" -ne 0 ] && status=1
+}
+
+suite unit "$BUILD/test_unit"
+suite onnx-node-tests "$BUILD/test_conformance"
+# Real models: ONNX Runtime 1.30 references, rtol 1e-3 / atol 1e-4 (the issue's tolerance).
+suite model-fixtures "$BUILD/test_conformance" --dir tests/models --rtol 1e-3 --atol 1e-4
+suite cli sh tests/cli/test_cli.sh "$BUILD/autofusion"
+
+echo "all suites: $total_pass passed, $total_fail failed"
+exit $status

@@ -1,0 +1,59 @@
+/* Runs every registered unit test; a test passes when it records no failed check. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+
+#define MAX_TESTS 1024
+
+struct test_entry {
+    const char *name;
+    af_test_fn fn;
+};
+static struct test_entry tests[MAX_TESTS];
+static int n_tests, current_failures;
+
+void af_test_register(const char *name, af_test_fn fn) {
+    if (n_tests < MAX_TESTS) tests[n_tests++] = (struct test_entry){name, fn};
+}
+
+void af_test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("  %s:%d: ", file, line);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    current_failures++;
+}
+
+const char *af_test_dir(void) {
+    const char *d = getenv("AF_TEST_DIR");
+    return d && *d ? d : "tests";
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const struct test_entry *)a)->name, ((const struct test_entry *)b)->name);
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    qsort(tests, (size_t)n_tests, sizeof tests[0], by_name);
+    int pass = 0, fail = 0;
+    for (int i = 0; i < n_tests; i++) {
+        if (filter && !strstr(tests[i].name, filter)) continue;
+        current_failures = 0;
+        tests[i].fn();
+        if (current_failures) {
+            fail++;
+            printf("FAIL %s\n", tests[i].name);
+        } else {
+            pass++;
+            printf("PASS %s\n", tests[i].name);
+        }
+        fflush(stdout);
+    }
+    printf("unit: %d passed, %d failed\n", pass, fail);
+    return fail ? 1 : 0;
+}

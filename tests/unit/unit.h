@@ -1,0 +1,49 @@
+/*
+ * A minimal unit-test harness. Tests register themselves; main.c runs them all (or those whose
+ * name contains argv[1]) and prints "N passed, N failed".
+ *
+ *   AF_TEST(graph_add_value) {
+ *       CHECK(af_graph_add_value(g, "x", NULL) == 0);
+ *       CHECK_EQ_INT(g->n_values, 1);
+ *   }
+ */
+#ifndef AF_TESTS_UNIT_H
+#define AF_TESTS_UNIT_H
+
+#include <stdio.h>
+
+typedef void (*af_test_fn)(void);
+void af_test_register(const char *name, af_test_fn fn);
+/* Records a failed check; tests continue so one run shows every failure. */
+void af_test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Folder of the source tree's tests/ (for fixtures), from AF_TEST_DIR or "tests". */
+const char *af_test_dir(void);
+
+#define AF_TEST(name)                                                                              \
+    static void test_##name(void);                                                                 \
+    __attribute__((constructor)) static void register_##name(void) {                               \
+        af_test_register(#name, test_##name);                                                      \
+    }                                                                                              \
+    static void test_##name(void)
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) af_test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                         \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                                         \
+    do {                                                                                           \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                                      \
+        if (va_ != vb_) af_test_fail(__FILE__, __LINE__, "%s == %lld, expected %s == %lld", #a, va_, #b, vb_); \
+    } while (0)
+
+/* Checks |a-b| <= atol + rtol*|b|. */
+#define CHECK_NEAR(a, b, atol, rtol)                                                               \
+    do {                                                                                           \
+        double va_ = (double)(a), vb_ = (double)(b);                                               \
+        double d_ = va_ > vb_ ? va_ - vb_ : vb_ - va_;                                             \
+        if (!(d_ <= (atol) + (rtol) * (vb_ < 0 ? -vb_ : vb_)))                                     \
+            af_test_fail(__FILE__, __LINE__, "%s = %.9g, expected %.9g", #a, va_, vb_);            \
+    } while (0)
+
+#endif
