@@ -28,15 +28,15 @@ static af_status from_typed(const Onnx__TensorProto *p, af_tensor *t, size_t n, 
     switch (t->dtype) {
     case AF_DTYPE_FLOAT:
         have = p->n_float_data;
-        if (have == n) memcpy(t->data, p->float_data, n * 4);
+        if (have == n && n) memcpy(t->data, p->float_data, n * 4);
         break;
     case AF_DTYPE_DOUBLE:
         have = p->n_double_data;
-        if (have == n) memcpy(t->data, p->double_data, n * 8);
+        if (have == n && n) memcpy(t->data, p->double_data, n * 8);
         break;
     case AF_DTYPE_INT64:
         have = p->n_int64_data;
-        if (have == n) memcpy(t->data, p->int64_data, n * 8);
+        if (have == n && n) memcpy(t->data, p->int64_data, n * 8);
         break;
     case AF_DTYPE_UINT32:
     case AF_DTYPE_UINT64:
