@@ -39,14 +39,18 @@ $(BUILD)/%.o: %.c $(GEN_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# Objects are linked directly (not through an archive) so weak op entries resolve (see src/ir/op.c).
-$(CLI): $(BUILD)/cli/autofusion.o $(LIB_OBJ)
+LIB := $(BUILD)/libautofusion.a
+$(LIB): $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(CLI): $(BUILD)/cli/autofusion.o $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/test_unit: $(UNIT_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ)
+$(BUILD)/test_unit: $(UNIT_SRC:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/test_conformance: $(BUILD)/tests/conformance.o $(LIB_OBJ)
+$(BUILD)/test_conformance: $(BUILD)/tests/conformance.o $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 test: all

@@ -4,12 +4,11 @@
 
 #include "ir/op_ctx.h"
 
-/* Declarations of every op's shape function and reference kernel. Weak while the op set is being
- * filled in (#2): an op whose functions are not linked has NULL entries and the loader reports it
- * as unsupported. */
+/* Declarations of every op's shape function and reference kernel: an op listed in ops.def without
+ * both fails to link. */
 #define AF_OP(e, name, cls)                                                                        \
-    __attribute__((weak)) af_status af_infer_##e(af_op_ctx *ctx);                                  \
-    __attribute__((weak)) af_status af_ref_##e(af_op_ctx *ctx);
+    af_status af_infer_##e(af_op_ctx *ctx);                                                        \
+    af_status af_ref_##e(af_op_ctx *ctx);
 #include "ir/ops.def"
 #undef AF_OP
 

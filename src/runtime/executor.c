@@ -118,6 +118,10 @@ af_status af_exec_run(af_exec *e, af_error *err) {
                        .n_outputs = n->n_outputs, .outputs = outs, .err = err, .exec = e,
                        .run_subgraph = run_subgraph};
         af_status st = info->infer(&c);
+        if (st == AF_ERR_INVALID_MODEL) { /* the same check on run-time data is a bad input, not a bad file */
+            if (err) err->status = AF_ERR_RUNTIME;
+            return AF_ERR_RUNTIME;
+        }
         if (st != AF_OK) return st;
         bool self_alloc = n->op == AF_OP_IF || n->op == AF_OP_LOOP;
         for (int k = 0; k < n->n_outputs; k++) {
