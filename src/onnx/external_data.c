@@ -25,8 +25,8 @@ static int has_dotdot_component(const char *p) {
 
 af_status af_external_data_read(const char *base_dir, const char *location, int64_t offset, int64_t length,
                                 void *dst, size_t size, af_error *err) {
-    if (!base_dir) return af_errorf(err, AF_ERR_INVALID_MODEL, "external data '%s' is not allowed here", location);
     if (!location || !*location) return af_errorf(err, AF_ERR_INVALID_MODEL, "external data has no location");
+    if (!base_dir) return af_errorf(err, AF_ERR_INVALID_MODEL, "external data '%s' is not allowed here", location);
     if (location[0] == '/' || strchr(location, '\\') || has_dotdot_component(location))
         return af_errorf(err, AF_ERR_INVALID_MODEL,
                          "external data location '%s' must be a relative path inside the model's folder",
@@ -66,6 +66,7 @@ af_status af_external_data_read(const char *base_dir, const char *location, int6
                        location, size, (long long)offset, (long long)sb.st_size);
         goto done;
     }
+    if (!dst) goto done; /* a check before the caller allocates `size` bytes */
     size_t got = 0;
     while (got < size) {
         ssize_t r = pread(fd, (char *)dst + got, size - got, (off_t)(offset + (int64_t)got));

@@ -10,7 +10,8 @@
 
 #include "autofusion.h"
 
-/* Reads `size` bytes at `offset` of base_dir/location into dst. length < 0 means "to the end";
+/* Reads `size` bytes at `offset` of base_dir/location into dst (dst NULL: only checks that they
+ * exist, so untrusted sizes are validated before anything is allocated). length < 0 means "to the end";
  * otherwise it must equal size. */
 af_status af_external_data_read(const char *base_dir, const char *location, int64_t offset, int64_t length,
                                 void *dst, size_t size, af_error *err);

@@ -1,9 +1,11 @@
 /* ONNX loader: ModelProto (protobuf-c) -> af_model. Protobuf types end here. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ir/model.h"
 #include "ir/op_ctx.h"
@@ -133,6 +135,15 @@ static af_status constant_value(load_ctx *lc, const Onnx__NodeProto *np, af_tens
     return af_errorf(err, AF_ERR_UNSUPPORTED, "Constant '%s': attribute '%s' is not supported", np->output[0], an);
 }
 
+/* Prefixes a subgraph error with where it happened, unless that would push the cause out of the
+ * fixed-size message (deep nesting): the cause matters more than the full path. */
+static af_status subgraph_prefix(af_error *err, af_status st, const char *attr, const char *node) {
+    char prefix[256];
+    int n = snprintf(prefix, sizeof prefix, "in subgraph '%s' of node '%s'", attr, node);
+    if (!err || n < 0 || (size_t)n + 2 + strlen(err->message) >= sizeof err->message) return st;
+    return af_error_prefix(err, st, "%s", prefix);
+}
+
 static af_status convert_attr(load_ctx *lc, af_graph *g, const af_node *n, const Onnx__AttributeProto *ap,
                               af_attr *a, af_error *err) {
     a->name = af_strdup(ap->name ? ap->name : "");
@@ -164,7 +175,7 @@ static af_status convert_attr(load_ctx *lc, af_graph *g, const af_node *n, const
         lc->depth++;
         af_status st = load_graph(lc, ap->g, a->g, err);
         lc->depth--;
-        if (st != AF_OK) return af_error_prefix(err, st, "in subgraph '%s' of node '%s'", a->name, n->name);
+        if (st != AF_OK) return subgraph_prefix(err, st, a->name, n->name);
         break;
     }
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
@@ -275,6 +286,9 @@ static af_status load_graph(load_ctx *lc, const Onnx__GraphProto *gp, af_graph *
         const Onnx__NodeProto *np = gp->node[k];
         const char *op_type = np->op_type ? np->op_type : "";
         if (is_default_domain(np->domain) && strcmp(op_type, "Constant") == 0) continue;
+        if (!*op_type)
+            return af_errorf(err, AF_ERR_INVALID_MODEL, "node %zu ('%s') has no op_type", k,
+                             np->name ? np->name : "");
         char autoname[96];
         snprintf(autoname, sizeof autoname, "%s_%zu", op_type, k);
         const char *name = np->name && *np->name ? np->name : autoname;
@@ -297,8 +311,9 @@ static af_status load_graph(load_ctx *lc, const Onnx__GraphProto *gp, af_graph *
             }
             in[i] = resolve_name(g, iname, err);
             if (in[i] < 0) {
+                int why = in[i]; /* read before the array is freed */
                 af_free(in);
-                if (in[i] == -2) return err ? err->status : AF_ERR_OUT_OF_MEMORY;
+                if (why == -2) return err ? err->status : AF_ERR_OUT_OF_MEMORY;
                 return af_errorf(err, AF_ERR_INVALID_MODEL, "node '%s' (%s): input '%s' is not defined", name,
                                  op_type, iname);
             }
@@ -397,8 +412,68 @@ void af_model_free(af_model *m) {
     af_free(m);
 }
 
-af_status af_model_load_buffer(const void *data, size_t size, const char *base_dir, const af_load_options *opts,
-                               af_model **out, af_error *err) {
+/* protobuf-c recurses once per nested message with no depth limit, so a few MB of crafted nesting
+ * would overflow the stack. This walks the wire format first, following the message descriptors
+ * (bytes fields are skipped whole), and refuses nesting deeper than AF_MAX_PB_DEPTH. It rejects only
+ * what protobuf-c rejects too (truncation, wire types other than 0, 1, 2 and 5). */
+#define AF_MAX_PB_DEPTH 100 /* message levels; 16 nested subgraphs need about 60 */
+enum { PB_WALK_OK, PB_WALK_BAD, PB_WALK_DEEP };
+
+static bool pb_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 70 && *i < n; shift += 7) {
+        uint8_t b = p[(*i)++];
+        if (shift < 64) *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+static int pb_walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n, int depth) {
+    if (depth > AF_MAX_PB_DEPTH) return PB_WALK_DEEP;
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag, v;
+        if (!pb_varint(p, n, &i, &tag)) return PB_WALK_BAD;
+        switch (tag & 7) {
+        case 0:
+            if (!pb_varint(p, n, &i, &v)) return PB_WALK_BAD;
+            break;
+        case 1:
+        case 5: {
+            size_t w = (tag & 7) == 1 ? 8 : 4;
+            if (n - i < w) return PB_WALK_BAD;
+            i += w;
+            break;
+        }
+        case 2: {
+            if (!pb_varint(p, n, &i, &v) || v > n - i) return PB_WALK_BAD;
+            const ProtobufCFieldDescriptor *f =
+                tag >> 3 <= 0x1fffffff ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3)) : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                int r = pb_walk(f->descriptor, p + i, (size_t)v, depth + 1);
+                if (r != PB_WALK_OK) return r;
+            }
+            i += (size_t)v;
+            break;
+        }
+        default:
+            return PB_WALK_BAD;
+        }
+    }
+    return PB_WALK_OK;
+}
+
+/* Messages carry names from the file; keep them on one line. */
+static af_status one_line(af_error *err, af_status st) {
+    if (st != AF_OK && err)
+        for (char *c = err->message; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
+    return st;
+}
+
+static af_status load_buffer(const void *data, size_t size, const char *base_dir, const af_load_options *opts,
+                             af_model **out, af_error *err) {
     if (!out || (!data && size)) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_model_load_buffer: NULL argument");
     *out = NULL;
     af_load_options defaults = af_load_options_default();
@@ -406,11 +481,21 @@ af_status af_model_load_buffer(const void *data, size_t size, const char *base_d
     uint64_t max_bytes = opts->max_file_bytes ? opts->max_file_bytes : AF_DEFAULT_MAX_FILE_BYTES;
     if (size > max_bytes)
         return af_errorf(err, AF_ERR_LIMIT, "model is %zu bytes; the limit is %llu", size, (unsigned long long)max_bytes);
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(&af_protobuf_allocator, size, data);
+    /* an empty buffer is a valid, empty ModelProto; say what it more likely is */
+    if (size == 0) return af_errorf(err, AF_ERR_PARSE, "not a valid ONNX model (the model is empty)");
+    int walk = pb_walk(&onnx__model_proto__descriptor, data, size, 0);
+    if (walk == PB_WALK_DEEP)
+        return af_errorf(err, AF_ERR_LIMIT, "protobuf messages nest deeper than %d levels", AF_MAX_PB_DEPTH);
+    if (walk == PB_WALK_BAD) return af_errorf(err, AF_ERR_PARSE, "not a valid ONNX model (protobuf parse failed)");
+    bool oom = false; /* set by the allocator, so a failed allocation is not reported as bad bytes */
+    ProtobufCAllocator alloc = af_protobuf_allocator;
+    alloc.allocator_data = &oom;
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(&alloc, size, data);
+    if (!mp && oom) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory parsing the model");
     if (!mp) return af_errorf(err, AF_ERR_PARSE, "not a valid ONNX model (protobuf parse failed)");
     af_model *m = af_calloc(1, sizeof *m);
     af_status st = m ? load_model(mp, base_dir, opts, m, err) : af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
-    onnx__model_proto__free_unpacked(mp, &af_protobuf_allocator);
+    onnx__model_proto__free_unpacked(mp, &alloc);
     if (st != AF_OK) {
         af_model_free(m);
         return st;
@@ -419,32 +504,43 @@ af_status af_model_load_buffer(const void *data, size_t size, const char *base_d
     return AF_OK;
 }
 
-af_status af_model_load(const char *path, const af_load_options *opts, af_model **out, af_error *err) {
+af_status af_model_load_buffer(const void *data, size_t size, const char *base_dir, const af_load_options *opts,
+                               af_model **out, af_error *err) {
+    return one_line(err, load_buffer(data, size, base_dir, opts, out, err));
+}
+
+static af_status load_file(const char *path, const af_load_options *opts, af_model **out, af_error *err) {
     if (!path || !out) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_model_load: NULL argument");
     *out = NULL;
     af_load_options defaults = af_load_options_default();
     if (!opts) opts = &defaults;
     uint64_t max_bytes = opts->max_file_bytes ? opts->max_file_bytes : AF_DEFAULT_MAX_FILE_BYTES;
-    FILE *f = fopen(path, "rb");
-    if (!f) return af_errorf(err, AF_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return af_errorf(err, AF_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
         return af_errorf(err, AF_ERR_IO, "'%s' is not a regular file", path);
     }
     if ((uint64_t)sb.st_size > max_bytes) {
-        fclose(f);
+        close(fd);
         return af_errorf(err, AF_ERR_LIMIT, "'%s' is %lld bytes; the limit is %llu", path, (long long)sb.st_size,
                          (unsigned long long)max_bytes);
     }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)sb.st_size, got = 0;
     uint8_t *buf = af_malloc(size);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory reading '%s'", path);
     }
-    size_t got = fread(buf, 1, size, f);
-    fclose(f);
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
     if (got != size) {
         af_free(buf);
         return af_errorf(err, AF_ERR_IO, "short read on '%s'", path);
@@ -455,7 +551,11 @@ af_status af_model_load(const char *path, const af_load_options *opts, af_model 
     if (slash) *slash = 0;
     else snprintf(dir, sizeof dir, ".");
     if (slash == dir) snprintf(dir, sizeof dir, "/");
-    af_status st = af_model_load_buffer(buf, size, dir, opts, out, err);
+    af_status st = load_buffer(buf, size, dir, opts, out, err);
     af_free(buf);
     return st;
+}
+
+af_status af_model_load(const char *path, const af_load_options *opts, af_model **out, af_error *err) {
+    return one_line(err, load_file(path, opts, out, err));
 }

@@ -10,9 +10,16 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
+/* raw_data is little endian and is copied as is. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "autofusion reads ONNX raw_data in place and needs a little-endian target"
+#endif
+
+/* data, when not NULL, is a bool the loader reads to tell out-of-memory from malformed bytes. */
 static void *pb_alloc(void *data, size_t size) {
-    (void)data;
-    return af_malloc(size);
+    void *p = af_malloc(size);
+    if (!p && data) *(bool *)data = true;
+    return p;
 }
 static void pb_free(void *data, void *p) {
     (void)data;
@@ -22,44 +29,37 @@ ProtobufCAllocator af_protobuf_allocator = {pb_alloc, pb_free, NULL};
 
 static const char *tname(const Onnx__TensorProto *p) { return p->name && *p->name ? p->name : "(unnamed)"; }
 
-/* Copies n typed-field values into the tensor, converting to its dtype. */
-static af_status from_typed(const Onnx__TensorProto *p, af_tensor *t, size_t n, af_error *err) {
-    size_t have = 0;
+/* How many values the typed field for dtype holds. */
+static size_t typed_count(const Onnx__TensorProto *p, af_dtype dt) {
+    switch (dt) {
+    case AF_DTYPE_FLOAT: return p->n_float_data;
+    case AF_DTYPE_DOUBLE: return p->n_double_data;
+    case AF_DTYPE_INT64: return p->n_int64_data;
+    case AF_DTYPE_UINT32:
+    case AF_DTYPE_UINT64: return p->n_uint64_data;
+    default: return p->n_int32_data; /* INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16 */
+    }
+}
+
+/* Copies n typed-field values (typed_count checked first) into the tensor, converting to its dtype. */
+static void from_typed(const Onnx__TensorProto *p, af_tensor *t, size_t n) {
+    if (!n) return;
     switch (t->dtype) {
-    case AF_DTYPE_FLOAT:
-        have = p->n_float_data;
-        if (have == n && n) memcpy(t->data, p->float_data, n * 4);
-        break;
-    case AF_DTYPE_DOUBLE:
-        have = p->n_double_data;
-        if (have == n && n) memcpy(t->data, p->double_data, n * 8);
-        break;
-    case AF_DTYPE_INT64:
-        have = p->n_int64_data;
-        if (have == n && n) memcpy(t->data, p->int64_data, n * 8);
-        break;
+    case AF_DTYPE_FLOAT: memcpy(t->data, p->float_data, n * 4); break;
+    case AF_DTYPE_DOUBLE: memcpy(t->data, p->double_data, n * 8); break;
+    case AF_DTYPE_INT64: memcpy(t->data, p->int64_data, n * 8); break;
     case AF_DTYPE_UINT32:
     case AF_DTYPE_UINT64:
-        have = p->n_uint64_data;
-        if (have == n)
-            for (size_t i = 0; i < n; i++) af_tensor_set_i64(t, (int64_t)i, (int64_t)p->uint64_data[i]);
+        for (size_t i = 0; i < n; i++) af_tensor_set_i64(t, (int64_t)i, (int64_t)p->uint64_data[i]);
         break;
     case AF_DTYPE_FLOAT16:
     case AF_DTYPE_BFLOAT16: /* bit patterns stored in int32_data */
-        have = p->n_int32_data;
-        if (have == n)
-            for (size_t i = 0; i < n; i++) ((uint16_t *)t->data)[i] = (uint16_t)p->int32_data[i];
+        for (size_t i = 0; i < n; i++) ((uint16_t *)t->data)[i] = (uint16_t)p->int32_data[i];
         break;
-    default: /* INT32, INT16, INT8, UINT16, UINT8, BOOL */
-        have = p->n_int32_data;
-        if (have == n)
-            for (size_t i = 0; i < n; i++) af_tensor_set_i64(t, (int64_t)i, p->int32_data[i]);
+    default:
+        for (size_t i = 0; i < n; i++) af_tensor_set_i64(t, (int64_t)i, p->int32_data[i]);
         break;
     }
-    if (have != n)
-        return af_errorf(err, AF_ERR_INVALID_MODEL, "tensor '%s': %zu values stored, shape needs %zu", tname(p),
-                         have, n);
-    return AF_OK;
 }
 
 af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir, af_tensor *out, af_error *err) {
@@ -67,6 +67,9 @@ af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir,
     af_dtype dt = (af_dtype)p->data_type;
     if (!p->has_data_type || dt == AF_DTYPE_UNDEFINED)
         return af_errorf(err, AF_ERR_INVALID_MODEL, "tensor '%s' has no data type", tname(p));
+    if (p->data_type < 0 || p->data_type >= AF_DTYPE_MAX)
+        return af_errorf(err, AF_ERR_INVALID_MODEL, "tensor '%s' has unknown data type %d", tname(p),
+                         (int)p->data_type);
     if (af_dtype_size(dt) == 0)
         return af_errorf(err, AF_ERR_UNSUPPORTED, "tensor '%s' has unsupported data type %s (%d)", tname(p),
                          af_dtype_name(dt), (int)p->data_type);
@@ -87,15 +90,13 @@ af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir,
     if (numel < 0 || !af_mul_size((size_t)numel, af_dtype_size(dt), &bytes))
         return af_errorf(err, AF_ERR_LIMIT, "tensor '%s': dims overflow", tname(p));
 
+    /* Every source is checked against the shape before allocating: the dims are untrusted and may
+     * claim terabytes that the file does not hold. */
     bool external = p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-    if (!external && p->has_raw_data && p->raw_data.len != bytes)
-        return af_errorf(err, AF_ERR_INVALID_MODEL, "tensor '%s': raw_data has %zu bytes, shape needs %zu",
-                         tname(p), p->raw_data.len, bytes);
-    af_status st = af_tensor_alloc(out, err);
-    if (st != AF_OK) return af_error_prefix(err, st, "tensor '%s'", tname(p));
+    const char *location = NULL;
+    int64_t offset = 0, length = -1;
+    af_status st = AF_OK;
     if (external) {
-        const char *location = NULL;
-        int64_t offset = 0, length = -1;
         for (size_t i = 0; i < p->n_external_data; i++) {
             const Onnx__StringStringEntryProto *kv = p->external_data[i];
             if (!kv->key || !kv->value) continue;
@@ -105,23 +106,32 @@ af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir,
             } else if (strcmp(kv->key, "offset") == 0 || strcmp(kv->key, "length") == 0) {
                 errno = 0;
                 long long v = strtoll(kv->value, &end, 10);
-                if (errno || end == kv->value || *end || v < 0) {
-                    af_tensor_free_data(out);
+                if (errno || end == kv->value || *end || v < 0)
                     return af_errorf(err, AF_ERR_INVALID_MODEL, "tensor '%s': bad external data %s '%s'",
                                      tname(p), kv->key, kv->value);
-                }
                 if (kv->key[0] == 'o') offset = v;
                 else length = v;
             }
         }
+        st = af_external_data_read(base_dir, location, offset, length, NULL, bytes, err);
+        if (st != AF_OK) return af_error_prefix(err, st, "tensor '%s'", tname(p));
+    } else if (p->has_raw_data) {
+        if (p->raw_data.len != bytes)
+            return af_errorf(err, AF_ERR_INVALID_MODEL, "tensor '%s': raw_data has %zu bytes, shape needs %zu",
+                             tname(p), p->raw_data.len, bytes);
+    } else if (typed_count(p, dt) != (size_t)numel) {
+        return af_errorf(err, AF_ERR_INVALID_MODEL, "tensor '%s': %zu values stored, shape needs %zu", tname(p),
+                         typed_count(p, dt), (size_t)numel);
+    }
+    st = af_tensor_alloc(out, err);
+    if (st != AF_OK) return af_error_prefix(err, st, "tensor '%s'", tname(p));
+    if (external) {
         st = af_external_data_read(base_dir, location, offset, length, out->data, bytes, err);
         if (st != AF_OK) af_error_prefix(err, st, "tensor '%s'", tname(p));
     } else if (p->has_raw_data) {
         if (bytes) memcpy(out->data, p->raw_data.data, bytes);
-    } else if (dt == AF_DTYPE_STRING) {
-        st = af_errorf(err, AF_ERR_UNSUPPORTED, "tensor '%s': string tensors are not supported", tname(p));
     } else {
-        st = from_typed(p, out, (size_t)numel, err);
+        from_typed(p, out, (size_t)numel);
     }
     if (st != AF_OK) af_tensor_free_data(out);
     return st;

@@ -1,6 +1,7 @@
 /* Shape functions of Conv and ConvTranspose: X is (N, C, D1..Dn), W is (M, C/group, k1..kn) for
  * Conv and (C, M/group, k1..kn) for ConvTranspose; spatial sizes come from ir/shape/conv_geom. */
 #include "ir/shape/conv_geom.h"
+#include "util/alloc.h"
 
 /* Checks what Conv and ConvTranspose share and finds the rank; *rank is -1 when unknown. */
 static af_status check_inputs(af_op_ctx *c, const char *op, int *rank) {
@@ -70,12 +71,16 @@ static af_status infer(af_op_ctx *c, bool transpose) {
                 return af_ctx_fail(c, AF_ERR_INVALID_MODEL,
                                    "%lld output channels do not split into %lld groups",
                                    (long long)m, (long long)group);
-            if (ch >= 0 && w1 >= 0 && ch != w1 * group)
+            int64_t per_group_total;
+            if (ch >= 0 && w1 >= 0 && (!af_mul_i64(w1, group, &per_group_total) || ch != per_group_total))
                 return af_ctx_fail(c, AF_ERR_INVALID_MODEL,
                                    "X has %lld channels but W expects %lld per group x %lld groups",
                                    (long long)ch, (long long)w1, (long long)group);
         } else {
-            m = w1 >= 0 ? w1 * group : -1;
+            m = -1;
+            if (w1 >= 0 && !af_mul_i64(w1, group, &m))
+                return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "%lld groups of %lld output channels overflow",
+                                   (long long)group, (long long)w1);
             if (ch >= 0 && w0 >= 0 && ch != w0)
                 return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "X has %lld channels but W has %lld",
                                    (long long)ch, (long long)w0);
