@@ -1,0 +1,306 @@
+/* The GEMM driver: argument checks, prepacking, cache blocking, the partition into tasks for the
+ * thread pool, and the loops that feed the per-ISA microkernels and epilogue appliers. */
+#include "kernels/gemm/gemm.h"
+
+#include <string.h>
+
+#include "kernels/gemm/gemm_internal.h"
+#include "util/alloc.h"
+
+struct af_gemm_packed {
+    af_isa isa;
+    bool is_b;           /* panels of NR columns of op(B); else of MR rows of op(A) */
+    int w;               /* panel width (MR or NR of isa) */
+    int64_t batch;       /* 1: shared by every batch item */
+    int64_t rows, K;     /* rows: M for A, N for B */
+    int64_t item_stride; /* floats per batch item: panels * K * w */
+    size_t bytes;
+    float *data;
+};
+
+static const af_gemm_isa_cfg *isa_cfg(af_isa isa) {
+    switch (isa) {
+    case AF_ISA_AVX512: return &af_gemm_cfg_avx512;
+    case AF_ISA_AVX2: return &af_gemm_cfg_avx2;
+    default: return &af_gemm_cfg_scalar;
+    }
+}
+
+void af_gemm_tile_shape(af_isa isa, int *mr, int *nr) {
+    const af_gemm_isa_cfg *cfg = isa_cfg(af_cpu_isa_clamp(isa));
+    *mr = cfg->mr;
+    *nr = cfg->nr;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+af_gemm_desc af_gemm_desc_default(void) {
+    return (af_gemm_desc){.batch = 1, .alpha = 1.0f, .beta = 0.0f, .isa = af_cpu_isa()};
+}
+
+/* ---- prepacking --------------------------------------------------------------------------------- */
+
+/* lanes_contiguous: whether consecutive lanes (rows of op(A) / columns of op(B)) are adjacent in
+ * memory, i.e. A transposed or B not transposed. */
+static af_status pack_operand(af_isa isa, bool is_b, int64_t batch, int64_t rows, int64_t K, const float *src,
+                              int64_t ld, bool lanes_contiguous, int64_t stride, af_gemm_packed **out) {
+    *out = NULL;
+    if (batch < 1 || rows < 1 || K < 1 || !src || ld < (lanes_contiguous ? rows : K) || stride < 0)
+        return AF_ERR_INVALID_ARGUMENT;
+    isa = af_cpu_isa_clamp(isa);
+    const af_gemm_isa_cfg *cfg = isa_cfg(isa);
+    const int w = is_b ? cfg->nr : cfg->mr;
+    const int64_t panels = ceil_div(rows, w);
+    int64_t item, total;
+    if (!af_mul_i64(panels, K, &item) || !af_mul_i64(item, w, &item) || !af_mul_i64(item, batch, &total) ||
+        (uint64_t)total > SIZE_MAX / sizeof(float))
+        return AF_ERR_INVALID_ARGUMENT;
+    af_gemm_packed *p = af_malloc(sizeof *p);
+    if (!p) return AF_ERR_OUT_OF_MEMORY;
+    *p = (af_gemm_packed){.isa = isa, .is_b = is_b, .w = w, .batch = batch, .rows = rows, .K = K,
+                          .item_stride = item, .bytes = (size_t)total * sizeof(float)};
+    p->data = af_malloc_aligned(p->bytes);
+    if (!p->data) {
+        af_free(p);
+        return AF_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t b = 0; b < batch; b++) cfg->pack(src + b * stride, ld, lanes_contiguous, rows, w, K, p->data + b * item);
+    *out = p;
+    return AF_OK;
+}
+
+af_status af_gemm_pack_a(af_isa isa, int64_t batch, int64_t M, int64_t K, const float *A, int64_t lda, bool trans_a,
+                         int64_t stride_a, af_gemm_packed **out) {
+    return pack_operand(isa, false, batch, M, K, A, lda, trans_a, stride_a, out);
+}
+
+af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const float *B, int64_t ldb, bool trans_b,
+                         int64_t stride_b, af_gemm_packed **out) {
+    return pack_operand(isa, true, batch, N, K, B, ldb, !trans_b, stride_b, out);
+}
+
+void af_gemm_packed_free(af_gemm_packed *p) {
+    if (!p) return;
+    af_free_aligned(p->data);
+    af_free(p);
+}
+
+size_t af_gemm_packed_bytes(const af_gemm_packed *p) { return p ? p->bytes : 0; }
+
+/* ---- blocking ----------------------------------------------------------------------------------- */
+
+/* Cache blocking, fixed by the isa, the cache sizes and K only (never by the thread count, so the
+ * summation order, and hence every result bit, is the same for any number of threads):
+ *   kc: K is cut into equal blocks of at most KC_MAX; one block of a B panel (kc x NR) and of an
+ *       A panel (kc x MR) stay in L1 while the microkernel runs;
+ *   mc: the rows of A packed at once (mc x kc in about half of L2);
+ *   nc: the columns of B packed at once (kc x nc in about half of L2). */
+typedef struct blocking {
+    int64_t kc, n_kb; /* block length and count of K blocks */
+    int64_t mc, nc;   /* multiples of MR and NR */
+} blocking;
+
+#define KC_MAX 320
+
+static blocking choose_blocking(const af_gemm_isa_cfg *cfg, int64_t K) {
+    const af_cpu_info *ci = af_cpu_info_get();
+    blocking bl;
+    bl.n_kb = K > 0 ? ceil_div(K, KC_MAX) : 1;
+    bl.kc = K > 0 ? ceil_div(K, bl.n_kb) : 0;
+    const int64_t kc_bytes = max64(bl.kc, 1) * (int64_t)sizeof(float);
+    const int64_t half_l2 = (int64_t)ci->l2 / 2;
+    bl.mc = max64(1, half_l2 / (kc_bytes * cfg->mr)) * cfg->mr;
+    bl.nc = max64(1, half_l2 / (kc_bytes * cfg->nr)) * cfg->nr;
+    return bl;
+}
+
+/* ---- the run ------------------------------------------------------------------------------------ */
+
+typedef struct gemm_run {
+    const af_gemm_desc *d;
+    const af_gemm_isa_cfg *cfg;
+    blocking bl;
+    int64_t tm, tn;     /* task tile: rows and columns of C per task (multiples of MR, NR) */
+    int64_t n_mt, n_nt; /* tasks per batch item along M and N */
+    float *ws;
+    int64_t ws_floats;  /* per thread */
+} gemm_run;
+
+/* Floats of workspace one thread needs: the A block and the B block it packs. */
+static int64_t ws_floats_per_thread(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg, const blocking *bl) {
+    int64_t n = 0;
+    if (!d->packed_a) n += min64(bl->mc, ceil_div(d->M, cfg->mr) * cfg->mr) * bl->kc;
+    if (!d->packed_b) n += min64(bl->nc, ceil_div(d->N, cfg->nr) * cfg->nr) * bl->kc;
+    return (n + 15) & ~(int64_t)15; /* keep each thread's slice 64-byte aligned */
+}
+
+/* Splits each batch item's C into n_mt x n_nt tasks so that n_threads threads get even work. */
+static void choose_tasks(gemm_run *r, int n_threads) {
+    const af_gemm_desc *d = r->d;
+    const int64_t mr = r->cfg->mr, nr = r->cfg->nr;
+    const int64_t mp = ceil_div(d->M, mr), np = ceil_div(d->N, nr);
+    r->n_mt = r->n_nt = 1;
+    /* Enough batch items to go round evenly: one task per item. */
+    if (n_threads > 1 && !(d->batch % n_threads == 0 || d->batch >= 4 * (int64_t)n_threads)) {
+        /* Split every item n_threads ways; pick the M x N grid with the least work per task,
+         * counting the packing each task repeats (B when split along M, A when along N). */
+        double best = -1;
+        for (int64_t sm = 1; sm <= n_threads; sm++) {
+            if (n_threads % sm) continue;
+            const int64_t sn = n_threads / sm;
+            if (sm > mp || sn > np) continue;
+            const double rows = (double)ceil_div(mp, sm) * mr, cols = (double)ceil_div(np, sn) * nr;
+            double work = rows * cols;
+            if (!d->packed_b) work += 2.0 * cols;
+            if (!d->packed_a) work += 2.0 * rows;
+            if (best < 0 || work < best) {
+                best = work;
+                r->n_mt = sm;
+                r->n_nt = sn;
+            }
+        }
+    }
+    r->tm = ceil_div(mp, r->n_mt) * mr;
+    r->tn = ceil_div(np, r->n_nt) * nr;
+    r->n_mt = ceil_div(d->M, r->tm);
+    r->n_nt = ceil_div(d->N, r->tn);
+}
+
+static const float *packed_item(const af_gemm_packed *p, int64_t b) {
+    return p->data + (p->batch > 1 ? b * p->item_stride : 0);
+}
+
+/* K == 0: the product is zero; C = beta * C, then the epilogue. */
+static void run_k0_tile(const gemm_run *r, int64_t b, int64_t m_lo, int64_t m_hi, int64_t n_lo, int64_t n_hi) {
+    const af_gemm_desc *d = r->d;
+    float *c = d->C + b * d->stride_c;
+    for (int64_t m = m_lo; m < m_hi; m++)
+        for (int64_t n = n_lo; n < n_hi; n++) c[m * d->ldc + n] = d->beta != 0.0f ? d->beta * c[m * d->ldc + n] : 0.0f;
+    if (d->epilogue)
+        for (int64_t m = m_lo; m < m_hi; m += r->cfg->mr)
+            for (int64_t n = n_lo; n < n_hi; n += r->cfg->nr)
+                r->cfg->epilogue(d->epilogue, c + m * d->ldc + n, d->ldc, (int)min64(r->cfg->mr, m_hi - m),
+                                 (int)min64(r->cfg->nr, n_hi - n), m, n, b);
+}
+
+static void run_task(void *ctx, int task, int thread) {
+    const gemm_run *r = ctx;
+    const af_gemm_desc *d = r->d;
+    const af_gemm_isa_cfg *cfg = r->cfg;
+    const int64_t MR = cfg->mr, NR = cfg->nr, K = d->K;
+    const int64_t per_item = r->n_mt * r->n_nt;
+    const int64_t b = task / per_item, t = task % per_item;
+    const int64_t m_lo = (t / r->n_nt) * r->tm, m_hi = min64(d->M, m_lo + r->tm);
+    const int64_t n_lo = (t % r->n_nt) * r->tn, n_hi = min64(d->N, n_lo + r->tn);
+    if (K == 0) {
+        run_k0_tile(r, b, m_lo, m_hi, n_lo, n_hi);
+        return;
+    }
+    float *wa = r->ws + thread * r->ws_floats;
+    float *wb = d->packed_a ? wa : wa + min64(r->bl.mc, ceil_div(d->M, MR) * MR) * r->bl.kc;
+    const float *A = d->packed_a ? packed_item(d->packed_a, b) : d->A + b * d->stride_a;
+    const float *B = d->packed_b ? packed_item(d->packed_b, b) : d->B + b * d->stride_b;
+    float *C = d->C + b * d->stride_c;
+    const af_epilogue *epi = d->epilogue && d->epilogue->n_steps ? d->epilogue : NULL;
+
+    for (int64_t jc = n_lo; jc < n_hi; jc += r->bl.nc) {
+        const int64_t ncur = min64(r->bl.nc, n_hi - jc);
+        for (int64_t kb = 0; kb < r->bl.n_kb; kb++) {
+            const int64_t k0 = kb * r->bl.kc, kc = min64(r->bl.kc, K - k0);
+            const float beta = kb == 0 ? d->beta : 1.0f;
+            const bool last = kb == r->bl.n_kb - 1;
+            const float *b_base;
+            int64_t b_ps; /* floats between consecutive B panels */
+            if (d->packed_b) {
+                b_base = B + (jc / NR) * K * NR + k0 * NR;
+                b_ps = K * NR;
+            } else {
+                const float *src = d->trans_b ? B + jc * d->ldb + k0 : B + k0 * d->ldb + jc;
+                cfg->pack(src, d->ldb, !d->trans_b, ncur, (int)NR, kc, wb);
+                b_base = wb;
+                b_ps = kc * NR;
+            }
+            for (int64_t ic = m_lo; ic < m_hi; ic += r->bl.mc) {
+                const int64_t mcur = min64(r->bl.mc, m_hi - ic);
+                const float *a_base;
+                int64_t a_ps;
+                if (d->packed_a) {
+                    a_base = A + (ic / MR) * K * MR + k0 * MR;
+                    a_ps = K * MR;
+                } else {
+                    const float *src = d->trans_a ? A + k0 * d->lda + ic : A + ic * d->lda + k0;
+                    cfg->pack(src, d->lda, d->trans_a, mcur, (int)MR, kc, wa);
+                    a_base = wa;
+                    a_ps = kc * MR;
+                }
+                for (int64_t jr = 0; jr < ncur; jr += NR) {
+                    const int nr = (int)min64(NR, ncur - jr);
+                    const float *bp = b_base + (jr / NR) * b_ps;
+                    for (int64_t ir = 0; ir < mcur; ir += MR) {
+                        const int mr = (int)min64(MR, mcur - ir);
+                        float *cp = C + (ic + ir) * d->ldc + jc + jr;
+                        cfg->tile(kc, a_base + (ir / MR) * a_ps, bp, cp, d->ldc, mr, nr, d->alpha, beta);
+                        if (last && epi) cfg->epilogue(epi, cp, d->ldc, mr, nr, ic + ir, jc + jr, b);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Checks a packed operand against the GEMM it is used in. */
+static bool packed_ok(const af_gemm_packed *p, bool is_b, af_isa isa, int64_t rows, int64_t K, int64_t batch) {
+    return p->is_b == is_b && p->isa == isa && p->rows == rows && p->K == K && (p->batch == 1 || p->batch == batch);
+}
+
+static af_status check_desc(const af_gemm_desc *d, af_isa isa) {
+    if (!d || d->M < 0 || d->N < 0 || d->K < 0 || d->batch < 0) return AF_ERR_INVALID_ARGUMENT;
+    if (d->M == 0 || d->N == 0 || d->batch == 0) return AF_OK;
+    if (!d->C || d->ldc < d->N || d->stride_c < 0) return AF_ERR_INVALID_ARGUMENT;
+    if (d->K == 0) return AF_OK;
+    if (d->packed_a) {
+        if (!packed_ok(d->packed_a, false, isa, d->M, d->K, d->batch)) return AF_ERR_INVALID_ARGUMENT;
+    } else if (!d->A || d->stride_a < 0 || d->lda < (d->trans_a ? d->M : d->K)) {
+        return AF_ERR_INVALID_ARGUMENT;
+    }
+    if (d->packed_b) {
+        if (!packed_ok(d->packed_b, true, isa, d->N, d->K, d->batch)) return AF_ERR_INVALID_ARGUMENT;
+    } else if (!d->B || d->stride_b < 0 || d->ldb < (d->trans_b ? d->K : d->N)) {
+        return AF_ERR_INVALID_ARGUMENT;
+    }
+    return AF_OK;
+}
+
+size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads) {
+    const af_gemm_isa_cfg *cfg = isa_cfg(af_cpu_isa_clamp(d->isa));
+    if (d->M <= 0 || d->N <= 0 || d->K <= 0 || d->batch <= 0) return 0;
+    const blocking bl = choose_blocking(cfg, d->K);
+    return (size_t)ws_floats_per_thread(d, cfg, &bl) * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
+}
+
+af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
+    if (!d) return AF_ERR_INVALID_ARGUMENT;
+    const af_isa isa = af_cpu_isa_clamp(d->isa);
+    af_status st = check_desc(d, isa);
+    if (st != AF_OK || d->M == 0 || d->N == 0 || d->batch == 0) return st;
+    const int n_threads = af_threadpool_n_threads(pool);
+    gemm_run r = {.d = d, .cfg = isa_cfg(isa)};
+    r.bl = choose_blocking(r.cfg, d->K);
+    choose_tasks(&r, n_threads);
+    const int64_t n_tasks = d->batch * r.n_mt * r.n_nt;
+    if (n_tasks > INT32_MAX) return AF_ERR_INVALID_ARGUMENT;
+    r.ws_floats = d->K > 0 ? ws_floats_per_thread(d, r.cfg, &r.bl) : 0;
+    const size_t need = (size_t)r.ws_floats * sizeof(float) * (size_t)n_threads;
+    void *own = NULL;
+    if (need && (!d->workspace || d->workspace_size < need)) {
+        if (d->workspace) return AF_ERR_INVALID_ARGUMENT;
+        own = af_malloc_aligned(need);
+        if (!own) return AF_ERR_OUT_OF_MEMORY;
+    }
+    r.ws = own ? own : d->workspace;
+    af_threadpool_run(pool, (int)n_tasks, run_task, &r);
+    af_free_aligned(own);
+    return AF_OK;
+}

@@ -1,0 +1,97 @@
+/*
+ * Single-precision GEMM with fused epilogues, the anchor kernel behind Conv (as GEMM), Gemm and
+ * MatMul in the fast runtime:  C = epilogue(alpha * op(A) op(B) + beta * C), per batch item.
+ *
+ *   af_gemm_packed *w;                                  // once, at session creation:
+ *   af_gemm_pack_a(AF_ISA_AVX512, 1, Cout, K, weights, K, false, 0, &w);   // Conv: Y = W X
+ *   af_gemm_desc d = af_gemm_desc_default();            // per run:
+ *   d.M = Cout; d.N = HW; d.K = K;
+ *   d.packed_a = w;
+ *   d.B = x; d.ldb = HW;
+ *   d.C = y; d.ldc = HW;
+ *   d.epilogue = &bias_relu;                            // applied to each tile while in L1
+ *   d.workspace = ws; d.workspace_size = af_sgemm_workspace_size(&d, n_threads);
+ *   af_sgemm(&d, pool);
+ *   af_gemm_packed_free(w);
+ *
+ * Operands: op(A) is M x K, op(B) is K x N, C is M x N, all row-major with leading dimensions in
+ * elements. trans_a means A is stored K x M (op(A) = A^T), trans_b that B is stored N x K. Batch
+ * item b uses A + b*stride_a, B + b*stride_b, C + b*stride_c; a stride of 0 broadcasts the operand
+ * (attention's QK^T and PV over heads need no copies: set lda/ldb/strides to the strided heads).
+ * A constant operand (weights) may be packed once; a packed operand replaces the raw pointer and
+ * carries its own shape, transposition and batch (1 item: broadcast, or `batch` items).
+ *
+ * Results do not depend on the thread count or the partition into tiles: every element is summed
+ * in the same order (K split into the same blocks) whatever thread computes it.
+ */
+#ifndef AF_KERNELS_GEMM_GEMM_H
+#define AF_KERNELS_GEMM_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "autofusion.h"
+#include "kernels/epilogue.h"
+#include "util/cpu.h"
+#include "util/threadpool.h"
+
+/* A prepacked operand: panels of the microkernel's width, zero-padded, for one ISA. Opaque. */
+typedef struct af_gemm_packed af_gemm_packed;
+
+/* Packs op(A) (M x K) of `batch` items (stride_a elements apart; batch 1: one matrix shared by
+ * every batch item of the GEMM) for `isa` (clamped to the CPU). The caller owns *out and frees it
+ * with af_gemm_packed_free; the source may be freed afterwards. AF_ERR_INVALID_ARGUMENT on bad
+ * sizes, AF_ERR_OUT_OF_MEMORY. */
+af_status af_gemm_pack_a(af_isa isa, int64_t batch, int64_t M, int64_t K, const float *A, int64_t lda, bool trans_a,
+                         int64_t stride_a, af_gemm_packed **out);
+/* The same for op(B) (K x N). */
+af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const float *B, int64_t ldb, bool trans_b,
+                         int64_t stride_b, af_gemm_packed **out);
+/* Accepts NULL. */
+void af_gemm_packed_free(af_gemm_packed *p);
+/* Bytes the packed copy holds (for the memory report). */
+size_t af_gemm_packed_bytes(const af_gemm_packed *p);
+
+typedef struct af_gemm_desc {
+    int64_t M, N, K;           /* K may be 0: the product is 0 */
+    int64_t batch;             /* >= 1 */
+    const float *A;            /* ignored when packed_a is set */
+    int64_t lda, stride_a;     /* leading dimension and batch stride of A, in elements */
+    bool trans_a;
+    const af_gemm_packed *packed_a;
+    const float *B;
+    int64_t ldb, stride_b;
+    bool trans_b;
+    const af_gemm_packed *packed_b;
+    float *C;
+    int64_t ldc, stride_c;     /* C items must not overlap each other (or A, B) */
+    float alpha;               /* scales the product */
+    float beta;                /* 0: C is only written (never read, NaN in C is harmless); else
+                                  beta * C is added before the epilogue */
+    const af_epilogue *epilogue; /* NULL: none. Row/column/residual vectors are indexed with the
+                                    tile's (m, n) and batch item (see epilogue.h) */
+    af_isa isa;                /* clamped to the CPU; packed operands must have this isa */
+    void *workspace;           /* packing scratch: af_sgemm_workspace_size bytes, 64-byte aligned,
+                                  for the pool's thread count; NULL: af_sgemm allocates (and frees)
+                                  it itself, the slow path */
+    size_t workspace_size;
+} af_gemm_desc;
+
+/* batch 1, alpha 1, beta 0, everything else 0/NULL, isa = af_cpu_isa(). */
+af_gemm_desc af_gemm_desc_default(void);
+
+/* Scratch bytes af_sgemm needs for d with n_threads threads (0 when nothing needs packing).
+ * Depends only on the isa, which operands are packed, and the sizes, so one buffer sized for the
+ * largest GEMM of a model serves all of them. */
+size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads);
+
+/* Runs the GEMM on pool (NULL: the caller's thread only). AF_ERR_INVALID_ARGUMENT for
+ * inconsistent sizes, strides or packed operands, AF_ERR_OUT_OF_MEMORY when the workspace is
+ * missing and cannot be allocated. No allocation when d->workspace is large enough. */
+af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool);
+
+/* The microkernel tile of an isa (after clamping): C is computed in mr x nr register tiles. */
+void af_gemm_tile_shape(af_isa isa, int *mr, int *nr);
+
+#endif

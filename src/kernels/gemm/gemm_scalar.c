@@ -1,0 +1,53 @@
+/* Portable GEMM pieces: the 4x4 scalar microkernel (the fallback ISA) and the generic packer. */
+#include <string.h>
+
+#include "kernels/gemm/gemm_internal.h"
+
+#define MR 4
+#define NR 4
+
+void af_gemm_pack_scalar(const float *src, int64_t ld, int lanes_contiguous, int64_t lanes, int w, int64_t kc,
+                         float *dst) {
+    for (int64_t l0 = 0; l0 < lanes; l0 += w, dst += kc * w) {
+        const int n = lanes - l0 < w ? (int)(lanes - l0) : w;
+        if (lanes_contiguous) {
+            for (int64_t k = 0; k < kc; k++) {
+                memcpy(dst + k * w, src + k * ld + l0, (size_t)n * sizeof *dst);
+                for (int l = n; l < w; l++) dst[k * w + l] = 0.0f;
+            }
+            continue;
+        }
+        /* Transposing: read each source lane contiguously, write with stride w (in L1). */
+        for (int l = 0; l < n; l++) {
+            const float *s = src + (l0 + l) * ld;
+            for (int64_t k = 0; k < kc; k++) dst[k * w + l] = s[k];
+        }
+        for (int l = n; l < w; l++)
+            for (int64_t k = 0; k < kc; k++) dst[k * w + l] = 0.0f;
+    }
+}
+
+void af_f32_gemm_ukernel_4x4__scalar(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                                     int nr, float alpha, float beta) {
+    float acc[MR][NR] = {{0}};
+    for (int64_t k = 0; k < kc; k++) {
+        for (int i = 0; i < MR; i++)
+            for (int j = 0; j < NR; j++) acc[i][j] += a[i] * b[j];
+        a += MR;
+        b += NR;
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float r = alpha * acc[i][j];
+            if (beta != 0.0f) r += beta * c[i * ldc + j];
+            c[i * ldc + j] = r;
+        }
+}
+
+const af_gemm_isa_cfg af_gemm_cfg_scalar = {
+    .mr = MR,
+    .nr = NR,
+    .tile = af_f32_gemm_ukernel_4x4__scalar,
+    .pack = af_gemm_pack_scalar,
+    .epilogue = af_epilogue_apply_ref,
+};

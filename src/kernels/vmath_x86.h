@@ -1,0 +1,213 @@
+/*
+ * Vector float math for the fast kernels: exp, sigmoid, tanh and erf on __m512 (AVX-512) and
+ * __m256 (AVX2+FMA). Header-only static inline functions, each compiled for its ISA through a
+ * target attribute, so only files that call them from matching targets include this header.
+ *
+ *   __m512 y = af_vsigmoid_avx512(x);   // inside a function with the avx512 target attribute
+ *
+ * Maximum error against the libm float result (expf, 1/(1+expf(-x)), tanhf, erff), measured by
+ * tests/unit/test_epilogue.c over every multiple of 1/64 in [-20, 20], a log-spaced sweep of
+ * tiny and huge magnitudes and the special values (+-0, +-inf, NaN, denormals):
+ *   exp      <= 1 ULP   (<= 1 against the correctly rounded value; 0 below -104, inf above 88.72)
+ *   sigmoid  <= 3 ULP   (<= 2 against the correctly rounded value; the libm formula is 2 off)
+ *   tanh     <= 2 ULP   (<= 1 against the correctly rounded value)
+ *   erf      <= 2 ULP   (<= 2 against the correctly rounded value)
+ * Results below FLT_MIN are held to an absolute 2^-126 instead (the libm sigmoid formula itself
+ * is far off there). NaN in gives NaN out; tanh and erf keep the sign of zero.
+ * The polynomials are Chebyshev fits (mpmath chebyfit) of our own:
+ *   exp:  e^r = 1 + r + r^2 Q(r), r in [-ln2/2, ln2/2], after x = n ln2 + r (Cody-Waite split)
+ *   tanh: |x| < 0.625: x + x^3 P(x^2); else 1 - 2e/(1 + e), e = exp(-2|x|)
+ *   erf:  |x| <= 1: x P(x^2); 1 < |x| < 3.92: 1 - exp(L(|x|)), L ~ log erfc; beyond: +-1
+ */
+#ifndef AF_KERNELS_VMATH_X86_H
+#define AF_KERNELS_VMATH_X86_H
+
+#include <immintrin.h>
+
+#define AF_VM_LOG2E 1.44269504089f
+#define AF_VM_LN2_HI 0.693359375f     /* ln 2 rounded to 9 significant bits: n*LN2_HI is exact */
+#define AF_VM_LN2_LO -2.12194440e-4f  /* ln 2 - LN2_HI */
+#define AF_VM_EXP_LO -104.0f          /* exp rounds to +0 below this */
+#define AF_VM_EXP_HI 89.0f            /* and to +inf above 88.72 */
+
+#define AF_VM_EXP_Q4 1.392617612e-03f
+#define AF_VM_EXP_Q3 8.363173075e-03f
+#define AF_VM_EXP_Q2 4.166655466e-02f
+#define AF_VM_EXP_Q1 1.666657703e-01f
+#define AF_VM_EXP_Q0 5.000000000e-01f
+
+#define AF_VM_TANH_SMALL 0.625f
+#define AF_VM_TANH_P5 2.292744816e-03f
+#define AF_VM_TANH_P4 -8.343945516e-03f
+#define AF_VM_TANH_P3 2.176891865e-02f
+#define AF_VM_TANH_P2 -5.395925958e-02f
+#define AF_VM_TANH_P1 1.333330356e-01f
+#define AF_VM_TANH_P0 -3.333333317e-01f
+
+#define AF_VM_ERF_ONE 3.92f /* erf(x) rounds to 1 from here on */
+#define AF_VM_ERF_P6 7.875875063e-05f
+#define AF_VM_ERF_P5 -8.016864287e-04f
+#define AF_VM_ERF_P4 5.189087423e-03f
+#define AF_VM_ERF_P3 -2.685421201e-02f
+#define AF_VM_ERF_P2 1.128359472e-01f
+#define AF_VM_ERF_P1 -3.761262667e-01f
+#define AF_VM_ERF_P0 1.128379166e+00f
+#define AF_VM_ERF_L9 -6.364581958e-08f
+#define AF_VM_ERF_L8 3.055584715e-06f
+#define AF_VM_ERF_L7 -5.977114018e-05f
+#define AF_VM_ERF_L6 6.721610164e-04f
+#define AF_VM_ERF_L5 -5.018544990e-03f
+#define AF_VM_ERF_L4 2.699728968e-02f
+#define AF_VM_ERF_L3 -1.109089453e-01f
+#define AF_VM_ERF_L2 -6.310834048e-01f
+#define AF_VM_ERF_L1 -1.130609237e+00f
+#define AF_VM_ERF_L0 4.019574234e-04f
+
+/* ---- AVX-512 ---------------------------------------------------------------------------------- */
+#define AF_VM_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline))
+#define AF_VM_Z(c) _mm512_set1_ps(c)
+
+AF_VM_TARGET_AVX512 static inline __m512 af_vexp_avx512(__m512 x) {
+    /* max/min return their second operand when one is NaN, so NaN flows through. */
+    x = _mm512_min_ps(AF_VM_Z(AF_VM_EXP_HI), _mm512_max_ps(AF_VM_Z(AF_VM_EXP_LO), x));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, AF_VM_Z(AF_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, AF_VM_Z(AF_VM_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, AF_VM_Z(AF_VM_LN2_LO), r);
+    __m512 q = _mm512_fmadd_ps(AF_VM_Z(AF_VM_EXP_Q4), r, AF_VM_Z(AF_VM_EXP_Q3));
+    q = _mm512_fmadd_ps(q, r, AF_VM_Z(AF_VM_EXP_Q2));
+    q = _mm512_fmadd_ps(q, r, AF_VM_Z(AF_VM_EXP_Q1));
+    q = _mm512_fmadd_ps(q, r, AF_VM_Z(AF_VM_EXP_Q0));
+    __m512 p = _mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, AF_VM_Z(1.0f));
+    return _mm512_scalef_ps(p, n); /* p * 2^n, denormals and overflow rounded correctly */
+}
+
+AF_VM_TARGET_AVX512 static inline __m512 af_vsigmoid_avx512(__m512 x) {
+    /* e = exp(-|x|) never overflows; sigmoid = 1/(1+e) for x >= 0, e/(1+e) below (one division:
+     * for x < 0 this rounds once where e * (1/(1+e)) would round twice). */
+    __m512 e = af_vexp_avx512(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))));
+    __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 num = _mm512_mask_mov_ps(AF_VM_Z(1.0f), neg, e);
+    return _mm512_div_ps(num, _mm512_add_ps(AF_VM_Z(1.0f), e));
+}
+
+AF_VM_TARGET_AVX512 static inline __m512 af_vtanh_avx512(__m512 x) {
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    __m512 ax = _mm512_castsi512_ps(_mm512_andnot_si512(sign, _mm512_castps_si512(x)));
+    __m512 x2 = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_fmadd_ps(AF_VM_Z(AF_VM_TANH_P5), x2, AF_VM_Z(AF_VM_TANH_P4));
+    p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_TANH_P3));
+    p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_TANH_P2));
+    p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_TANH_P1));
+    p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_TANH_P0));
+    __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(x, x2), p, x);
+    __m512 e = af_vexp_avx512(_mm512_mul_ps(ax, AF_VM_Z(-2.0f)));
+    __m512 big = _mm512_sub_ps(AF_VM_Z(1.0f), _mm512_div_ps(_mm512_add_ps(e, e), _mm512_add_ps(AF_VM_Z(1.0f), e)));
+    big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), _mm512_and_si512(sign, _mm512_castps_si512(x))));
+    __mmask16 is_small = _mm512_cmp_ps_mask(ax, AF_VM_Z(AF_VM_TANH_SMALL), _CMP_LT_OQ);
+    return _mm512_mask_mov_ps(big, is_small, small);
+}
+
+AF_VM_TARGET_AVX512 static inline __m512 af_verf_avx512(__m512 x) {
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    __m512 ax = _mm512_castsi512_ps(_mm512_andnot_si512(sign, _mm512_castps_si512(x)));
+    __m512 x2 = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_fmadd_ps(AF_VM_Z(AF_VM_ERF_P6), x2, AF_VM_Z(AF_VM_ERF_P5));
+    p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_ERF_P4));
+    p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_ERF_P3));
+    p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_ERF_P2));
+    p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_ERF_P1));
+    p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_ERF_P0));
+    __m512 small = _mm512_mul_ps(x, p);
+    __m512 t = _mm512_min_ps(AF_VM_Z(AF_VM_ERF_ONE), ax);
+    __m512 l = _mm512_fmadd_ps(AF_VM_Z(AF_VM_ERF_L9), t, AF_VM_Z(AF_VM_ERF_L8));
+    l = _mm512_fmadd_ps(l, t, AF_VM_Z(AF_VM_ERF_L7));
+    l = _mm512_fmadd_ps(l, t, AF_VM_Z(AF_VM_ERF_L6));
+    l = _mm512_fmadd_ps(l, t, AF_VM_Z(AF_VM_ERF_L5));
+    l = _mm512_fmadd_ps(l, t, AF_VM_Z(AF_VM_ERF_L4));
+    l = _mm512_fmadd_ps(l, t, AF_VM_Z(AF_VM_ERF_L3));
+    l = _mm512_fmadd_ps(l, t, AF_VM_Z(AF_VM_ERF_L2));
+    l = _mm512_fmadd_ps(l, t, AF_VM_Z(AF_VM_ERF_L1));
+    l = _mm512_fmadd_ps(l, t, AF_VM_Z(AF_VM_ERF_L0));
+    __m512 big = _mm512_sub_ps(AF_VM_Z(1.0f), af_vexp_avx512(l));
+    big = _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(ax, AF_VM_Z(AF_VM_ERF_ONE), _CMP_GE_OQ), AF_VM_Z(1.0f));
+    big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), _mm512_and_si512(sign, _mm512_castps_si512(x))));
+    __mmask16 is_small = _mm512_cmp_ps_mask(ax, AF_VM_Z(1.0f), _CMP_LE_OQ);
+    return _mm512_mask_mov_ps(big, is_small, small);
+}
+
+/* ---- AVX2 + FMA ------------------------------------------------------------------------------- */
+#define AF_VM_TARGET_AVX2 __attribute__((target("avx2,fma"), always_inline))
+#define AF_VM_Y(c) _mm256_set1_ps(c)
+
+AF_VM_TARGET_AVX2 static inline __m256 af_vexp_avx2(__m256 x) {
+    x = _mm256_min_ps(AF_VM_Y(AF_VM_EXP_HI), _mm256_max_ps(AF_VM_Y(AF_VM_EXP_LO), x));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, AF_VM_Y(AF_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, AF_VM_Y(AF_VM_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, AF_VM_Y(AF_VM_LN2_LO), r);
+    __m256 q = _mm256_fmadd_ps(AF_VM_Y(AF_VM_EXP_Q4), r, AF_VM_Y(AF_VM_EXP_Q3));
+    q = _mm256_fmadd_ps(q, r, AF_VM_Y(AF_VM_EXP_Q2));
+    q = _mm256_fmadd_ps(q, r, AF_VM_Y(AF_VM_EXP_Q1));
+    q = _mm256_fmadd_ps(q, r, AF_VM_Y(AF_VM_EXP_Q0));
+    __m256 p = _mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r);
+    p = _mm256_add_ps(p, AF_VM_Y(1.0f));
+    /* 2^n as two normal factors (n in [-150, 128]): the first product is exact, the second
+     * rounds once, into the denormals or to infinity where the true result lies. */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i n1 = _mm256_srai_epi32(ni, 1);
+    __m256i n2 = _mm256_sub_epi32(ni, n1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+AF_VM_TARGET_AVX2 static inline __m256 af_vsigmoid_avx2(__m256 x) {
+    __m256 e = af_vexp_avx2(_mm256_or_ps(x, AF_VM_Y(-0.0f)));
+    __m256 num = _mm256_blendv_ps(AF_VM_Y(1.0f), e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    return _mm256_div_ps(num, _mm256_add_ps(AF_VM_Y(1.0f), e));
+}
+
+AF_VM_TARGET_AVX2 static inline __m256 af_vtanh_avx2(__m256 x) {
+    const __m256 sign = AF_VM_Y(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_fmadd_ps(AF_VM_Y(AF_VM_TANH_P5), x2, AF_VM_Y(AF_VM_TANH_P4));
+    p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_TANH_P3));
+    p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_TANH_P2));
+    p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_TANH_P1));
+    p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_TANH_P0));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, x2), p, x);
+    __m256 e = af_vexp_avx2(_mm256_mul_ps(ax, AF_VM_Y(-2.0f)));
+    __m256 big = _mm256_sub_ps(AF_VM_Y(1.0f), _mm256_div_ps(_mm256_add_ps(e, e), _mm256_add_ps(AF_VM_Y(1.0f), e)));
+    big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
+    return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, AF_VM_Y(AF_VM_TANH_SMALL), _CMP_LT_OQ));
+}
+
+AF_VM_TARGET_AVX2 static inline __m256 af_verf_avx2(__m256 x) {
+    const __m256 sign = AF_VM_Y(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_fmadd_ps(AF_VM_Y(AF_VM_ERF_P6), x2, AF_VM_Y(AF_VM_ERF_P5));
+    p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_ERF_P4));
+    p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_ERF_P3));
+    p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_ERF_P2));
+    p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_ERF_P1));
+    p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_ERF_P0));
+    __m256 small = _mm256_mul_ps(x, p);
+    __m256 t = _mm256_min_ps(AF_VM_Y(AF_VM_ERF_ONE), ax);
+    __m256 l = _mm256_fmadd_ps(AF_VM_Y(AF_VM_ERF_L9), t, AF_VM_Y(AF_VM_ERF_L8));
+    l = _mm256_fmadd_ps(l, t, AF_VM_Y(AF_VM_ERF_L7));
+    l = _mm256_fmadd_ps(l, t, AF_VM_Y(AF_VM_ERF_L6));
+    l = _mm256_fmadd_ps(l, t, AF_VM_Y(AF_VM_ERF_L5));
+    l = _mm256_fmadd_ps(l, t, AF_VM_Y(AF_VM_ERF_L4));
+    l = _mm256_fmadd_ps(l, t, AF_VM_Y(AF_VM_ERF_L3));
+    l = _mm256_fmadd_ps(l, t, AF_VM_Y(AF_VM_ERF_L2));
+    l = _mm256_fmadd_ps(l, t, AF_VM_Y(AF_VM_ERF_L1));
+    l = _mm256_fmadd_ps(l, t, AF_VM_Y(AF_VM_ERF_L0));
+    __m256 big = _mm256_sub_ps(AF_VM_Y(1.0f), af_vexp_avx2(l));
+    big = _mm256_blendv_ps(big, AF_VM_Y(1.0f), _mm256_cmp_ps(ax, AF_VM_Y(AF_VM_ERF_ONE), _CMP_GE_OQ));
+    big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
+    return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, AF_VM_Y(1.0f), _CMP_LE_OQ));
+}
+
+#endif

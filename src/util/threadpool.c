@@ -1,0 +1,240 @@
+/* The intra-op thread pool: a generation-counted job that workers join, spin-then-sleep waiting. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include "util/threadpool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "util/alloc.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* How long an idle worker (and a waiting caller) spins before it sleeps: long enough to span the
+ * gap between consecutive kernels of one inference, short enough not to hold a core for nothing. */
+#define SPIN_NS 200000
+
+/* job_word packs (generation << 32) | CLOSED | workers-inside. A worker joins a job by a CAS that
+ * succeeds only while the job is open and still the current generation, so a late worker can never
+ * touch the next job's fields; the caller closes the job once every task is done and waits for the
+ * workers inside to leave before it returns (and before the fields are rewritten). */
+#define JOB_CLOSED (UINT64_C(1) << 31)
+#define JOB_INSIDE_MASK (JOB_CLOSED - 1)
+
+struct af_threadpool {
+    int n_threads;
+    pthread_t *workers; /* n_threads - 1 */
+    int n_started;
+
+    _Atomic uint64_t job_word;
+    _Atomic int next_task;
+    _Atomic int tasks_done;
+    _Atomic int running; /* 1 while a run is in progress: a second run goes inline */
+    _Atomic int shutdown;
+    /* The job; written by the caller only while no worker is inside (see job_word). */
+    af_task_fn fn;
+    void *ctx;
+    int n_tasks;
+
+    pthread_mutex_t mutex;
+    pthread_cond_t wake;
+    int n_sleeping; /* guarded by mutex */
+};
+
+struct worker_arg {
+    af_threadpool *pool;
+    int thread;
+};
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+int af_cpu_count(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
+}
+
+/* Claims and runs tasks of the current job until none is left. */
+static void run_tasks(af_threadpool *pool, int thread) {
+    for (;;) {
+        int task = atomic_fetch_add_explicit(&pool->next_task, 1, memory_order_relaxed);
+        if (task >= pool->n_tasks) return;
+        pool->fn(pool->ctx, task, thread);
+        atomic_fetch_add_explicit(&pool->tasks_done, 1, memory_order_release);
+    }
+}
+
+/* Waits until the generation differs from `seen` (or shutdown); returns the new job word. */
+static uint64_t wait_for_job(af_threadpool *pool, uint32_t seen) {
+    uint64_t start = 0;
+    for (unsigned spins = 0;; spins++) {
+        uint64_t w = atomic_load_explicit(&pool->job_word, memory_order_acquire);
+        if ((uint32_t)(w >> 32) != seen || atomic_load_explicit(&pool->shutdown, memory_order_relaxed)) return w;
+        if ((spins & 255) == 0) {
+            uint64_t t = now_ns();
+            if (!start) start = t;
+            else if (t - start > SPIN_NS) break;
+        }
+        cpu_relax();
+    }
+    pthread_mutex_lock(&pool->mutex);
+    pool->n_sleeping++;
+    uint64_t w;
+    for (;;) {
+        w = atomic_load_explicit(&pool->job_word, memory_order_acquire);
+        if ((uint32_t)(w >> 32) != seen || atomic_load_explicit(&pool->shutdown, memory_order_relaxed)) break;
+        pthread_cond_wait(&pool->wake, &pool->mutex);
+    }
+    pool->n_sleeping--;
+    pthread_mutex_unlock(&pool->mutex);
+    return w;
+}
+
+static void *worker_main(void *p) {
+    struct worker_arg arg = *(struct worker_arg *)p;
+    af_free(p);
+    af_threadpool *pool = arg.pool;
+    uint32_t seen = (uint32_t)(atomic_load(&pool->job_word) >> 32);
+    for (;;) {
+        uint64_t w = wait_for_job(pool, seen);
+        if (atomic_load_explicit(&pool->shutdown, memory_order_relaxed)) return NULL;
+        seen = (uint32_t)(w >> 32);
+        /* Join the job unless it is already closed or replaced. */
+        while (!(w & JOB_CLOSED) && (uint32_t)(w >> 32) == seen) {
+            if (atomic_compare_exchange_weak_explicit(&pool->job_word, &w, w + 1, memory_order_acq_rel,
+                                                      memory_order_acquire)) {
+                run_tasks(pool, arg.thread);
+                atomic_fetch_sub_explicit(&pool->job_word, 1, memory_order_release);
+                break;
+            }
+        }
+    }
+}
+
+af_status af_threadpool_create(int n_threads, af_threadpool **out) {
+    *out = NULL;
+    if (n_threads < 0) return AF_ERR_INVALID_ARGUMENT;
+    if (n_threads == 0) n_threads = af_cpu_count();
+    if (n_threads > AF_THREADPOOL_MAX_THREADS) n_threads = AF_THREADPOOL_MAX_THREADS;
+    af_threadpool *pool = af_calloc(1, sizeof *pool);
+    if (!pool) return AF_ERR_OUT_OF_MEMORY;
+    pool->n_threads = n_threads;
+    atomic_init(&pool->job_word, 0);
+    atomic_init(&pool->next_task, 0);
+    atomic_init(&pool->tasks_done, 0);
+    atomic_init(&pool->running, 0);
+    atomic_init(&pool->shutdown, 0);
+    if (pthread_mutex_init(&pool->mutex, NULL) != 0) {
+        af_free(pool);
+        return AF_ERR_RUNTIME;
+    }
+    if (pthread_cond_init(&pool->wake, NULL) != 0) {
+        pthread_mutex_destroy(&pool->mutex);
+        af_free(pool);
+        return AF_ERR_RUNTIME;
+    }
+    af_status st = AF_OK;
+    if (n_threads > 1) {
+        pool->workers = af_calloc((size_t)n_threads - 1, sizeof *pool->workers);
+        if (!pool->workers) st = AF_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 1; st == AF_OK && i < n_threads; i++) {
+        struct worker_arg *arg = af_malloc(sizeof *arg);
+        if (!arg) {
+            st = AF_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        *arg = (struct worker_arg){pool, i};
+        if (pthread_create(&pool->workers[i - 1], NULL, worker_main, arg) != 0) {
+            af_free(arg);
+            st = AF_ERR_RUNTIME;
+            break;
+        }
+        pool->n_started++;
+    }
+    if (st != AF_OK) {
+        af_threadpool_free(pool);
+        return st;
+    }
+    *out = pool;
+    return AF_OK;
+}
+
+void af_threadpool_free(af_threadpool *pool) {
+    if (!pool) return;
+    pthread_mutex_lock(&pool->mutex);
+    atomic_store(&pool->shutdown, 1);
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->mutex);
+    for (int i = 0; i < pool->n_started; i++) pthread_join(pool->workers[i], NULL);
+    af_free(pool->workers);
+    pthread_cond_destroy(&pool->wake);
+    pthread_mutex_destroy(&pool->mutex);
+    af_free(pool);
+}
+
+int af_threadpool_n_threads(const af_threadpool *pool) { return pool ? pool->n_threads : 1; }
+
+static void run_inline(int n_tasks, af_task_fn fn, void *ctx) {
+    for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
+}
+
+/* The caller's waits below are short by design (the last tasks finishing): spin, then yield. */
+static void wait_tasks_done(af_threadpool *pool) {
+    unsigned spins = 0;
+    while (atomic_load_explicit(&pool->tasks_done, memory_order_acquire) < pool->n_tasks) {
+        if (++spins > 4096) sched_yield();
+        else cpu_relax();
+    }
+}
+
+static void wait_workers_left(af_threadpool *pool) {
+    unsigned spins = 0;
+    while (atomic_load_explicit(&pool->job_word, memory_order_acquire) & JOB_INSIDE_MASK) {
+        if (++spins > 4096) sched_yield();
+        else cpu_relax();
+    }
+}
+
+void af_threadpool_run(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx) {
+    if (n_tasks <= 0) return;
+    if (!pool || pool->n_started == 0 || n_tasks == 1) {
+        run_inline(n_tasks, fn, ctx);
+        return;
+    }
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&pool->running, &expected, 1)) {
+        run_inline(n_tasks, fn, ctx);
+        return;
+    }
+    pool->fn = fn;
+    pool->ctx = ctx;
+    pool->n_tasks = n_tasks;
+    atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool->tasks_done, 0, memory_order_relaxed);
+    uint64_t w = atomic_load_explicit(&pool->job_word, memory_order_relaxed);
+    uint64_t gen = (w >> 32) + 1;
+    atomic_store_explicit(&pool->job_word, gen << 32, memory_order_release);
+    pthread_mutex_lock(&pool->mutex);
+    if (pool->n_sleeping) pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->mutex);
+
+    run_tasks(pool, 0);
+    wait_tasks_done(pool);
+    atomic_fetch_or_explicit(&pool->job_word, JOB_CLOSED, memory_order_acq_rel);
+    wait_workers_left(pool);
+    atomic_store_explicit(&pool->running, 0, memory_order_release);
+}

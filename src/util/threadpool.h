@@ -1,0 +1,44 @@
+/*
+ * A small intra-op thread pool: one call runs n_tasks independent tasks on the pool's threads and
+ * returns when all have run. The calling thread is one of the pool's threads (thread index 0), so a
+ * pool of 1 thread starts no worker. Idle workers spin briefly (back-to-back kernels stay cheap),
+ * then sleep on a condition variable so they do not burn a core.
+ *
+ *   af_threadpool *pool;
+ *   if (af_threadpool_create(0, &pool) != AF_OK) ...;   // 0: one thread per CPU we may run on
+ *   af_threadpool_run(pool, n_tiles, tile_fn, &args);   // tile_fn(&args, tile, thread)
+ *   af_threadpool_free(pool);
+ *
+ * Which thread runs which task is not fixed; callers keep results deterministic by making each
+ * task's output depend on the task index only (the `thread` argument is for scratch buffers).
+ * A NULL pool runs every task inline on the caller, in order.
+ */
+#ifndef AF_UTIL_THREADPOOL_H
+#define AF_UTIL_THREADPOOL_H
+
+#include "autofusion.h"
+
+typedef struct af_threadpool af_threadpool;
+
+/* Runs task number `task` (0 <= task < n_tasks) on pool thread `thread` (0 <= thread < n_threads). */
+typedef void (*af_task_fn)(void *ctx, int task, int thread);
+
+/* n_threads counts the caller; 0 means the number of CPUs in the process's affinity mask. At most
+ * AF_THREADPOOL_MAX_THREADS. Fails with AF_ERR_OUT_OF_MEMORY or AF_ERR_RUNTIME (thread creation). */
+#define AF_THREADPOOL_MAX_THREADS 256
+af_status af_threadpool_create(int n_threads, af_threadpool **out);
+/* Stops and joins the workers. Accepts NULL. Must not race with af_threadpool_run. */
+void af_threadpool_free(af_threadpool *pool);
+/* Threads that may run tasks, the caller included; 1 for NULL. */
+int af_threadpool_n_threads(const af_threadpool *pool);
+/* Runs fn(ctx, task, thread) for every task in [0, n_tasks) and returns when all have finished;
+ * everything the tasks wrote is visible to the caller afterwards. If the pool is already running
+ * (a task calls run again, or another thread does), this call runs its tasks inline instead, so
+ * it never deadlocks; `thread` is then 0, so scratch indexed by `thread` must belong to the call
+ * (as the GEMM workspace does), not to the pool. */
+void af_threadpool_run(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx);
+
+/* The number of CPUs in the calling process's affinity mask (at least 1). */
+int af_cpu_count(void);
+
+#endif
