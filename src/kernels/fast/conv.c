@@ -1,0 +1,236 @@
+/*
+ * Fast float32 2-D Conv in NCHW. Pointwise (1x1, stride 1, no padding) convolutions are a GEMM on
+ * the input itself; other kernels go through im2col into the workspace; depthwise convolutions have
+ * their own kernel (src/kernels/fast/conv_depthwise.c). Weights are packed once, per group, at
+ * prepare. Epilogue coordinates: m = output channel, n = flattened output pixel, batch = image.
+ */
+#include <string.h>
+
+#include "ir/shape/conv_geom.h"
+#include "kernels/fast/conv_depthwise.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/kernel.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+typedef struct conv_state {
+    af_isa isa;
+    int64_t cout, cin, groups, kh, kw; /* W is [cout, cin/groups, kh, kw] */
+    bool pointwise;
+    af_gemm_packed **packed; /* per group: op(A) = W_g as [cout/groups, cin/groups*kh*kw] */
+    const float *bias;       /* [cout] from the graph's constant, or NULL */
+    af_depthwise_conv dw;    /* depthwise path when dw.weights is set */
+} conv_state;
+
+static void conv_free(void *p) {
+    conv_state *s = p;
+    for (int64_t g = 0; s->packed && g < s->groups; g++) af_gemm_packed_free(s->packed[g]);
+    af_free(s->packed);
+    af_depthwise_conv_release(&s->dw);
+    af_free(s);
+}
+
+/* The geometry of this run from the actual input: pads resolved, output sizes checked. */
+static af_status run_geometry(af_op_ctx *c, const af_tensor *x, const af_tensor *w, af_conv_geom *geo,
+                              int64_t *oh, int64_t *ow) {
+    int64_t kernel[2] = {w->dims[2], w->dims[3]}, out[2];
+    af_status st = af_conv_geom_init(c, 2, kernel, geo);
+    if (st == AF_OK) st = af_conv_geom_forward(c, geo, x->dims + 2, out);
+    *oh = out[0];
+    *ow = out[1];
+    return st;
+}
+
+/* Unfolds one group of one image: rows (ci, ky, kx), columns the output pixels. */
+typedef struct im2col_args {
+    const float *x; /* the group's first input channel */
+    float *col;
+    int64_t h, w, oh, ow, kh, kw;
+    const af_conv_geom *geo;
+} im2col_args;
+
+static void im2col_row(void *ctx, int row, int thread) {
+    (void)thread;
+    const im2col_args *a = ctx;
+    int64_t ci = row / (a->kh * a->kw), ky = row / a->kw % a->kh, kx = row % a->kw;
+    const float *plane = a->x + ci * a->h * a->w;
+    float *dst = a->col + (int64_t)row * a->oh * a->ow;
+    const int64_t sy = a->geo->stride[0], sx = a->geo->stride[1], dy = a->geo->dilation[0], dx = a->geo->dilation[1];
+    const int64_t py = a->geo->pad_begin[0], px = a->geo->pad_begin[1];
+    for (int64_t oy = 0; oy < a->oh; oy++, dst += a->ow) {
+        int64_t iy = oy * sy - py + ky * dy;
+        if (iy < 0 || iy >= a->h) {
+            memset(dst, 0, (size_t)a->ow * sizeof *dst);
+            continue;
+        }
+        const float *src = plane + iy * a->w;
+        int64_t ix0 = kx * dx - px;
+        if (sx == 1 && ix0 >= 0 && ix0 + a->ow <= a->w) {
+            memcpy(dst, src + ix0, (size_t)a->ow * sizeof *dst);
+            continue;
+        }
+        for (int64_t ox = 0; ox < a->ow; ox++) {
+            int64_t ix = ix0 + ox * sx;
+            dst[ox] = ix >= 0 && ix < a->w ? src[ix] : 0.0f;
+        }
+    }
+}
+
+/* epi with the kernel's own bias first, row and residual vectors offset to group g of image n. */
+static af_status group_epilogue(const conv_state *s, const af_epilogue *epi, int64_t n, int64_t g, int64_t mg,
+                                int64_t hw, af_epilogue *out) {
+    af_epilogue_init(out);
+    if (s->bias) {
+        af_status st = af_epilogue_vec(out, AF_EPI_BIAS_ROW, s->bias + g * mg, NULL);
+        if (st != AF_OK) return st;
+    }
+    for (int i = 0; epi && i < epi->n_steps; i++) {
+        af_epi_step step = epi->steps[i];
+        if (step.op == AF_EPI_BIAS_ROW || step.op == AF_EPI_SCALE_SHIFT_ROW) {
+            step.p += step.batch_stride * n + g * mg;
+            if (step.q) step.q += step.batch_stride * n + g * mg;
+            step.batch_stride = 0;
+        } else if (step.op == AF_EPI_ADD) {
+            step.p += step.batch_stride * n + g * mg * step.ld;
+            step.batch_stride = 0;
+        } else if (step.op == AF_EPI_BIAS_COL || step.op == AF_EPI_SCALE_SHIFT_COL) {
+            step.p += step.batch_stride * n;
+            if (step.q) step.q += step.batch_stride * n;
+            step.batch_stride = 0;
+        }
+        af_status st = af_epilogue_push(out, &step);
+        if (st != AF_OK) return st;
+    }
+    (void)hw;
+    return AF_OK;
+}
+
+static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
+                          void *workspace) {
+    const conv_state *s = k->state;
+    const af_tensor *x = af_ctx_input(c, 0), *w = af_ctx_input(c, 1);
+    af_tensor *y = af_ctx_output(c, 0);
+    if (x->rank != 4 || x->dims[1] != s->cin)
+        return af_ctx_fail(c, AF_ERR_RUNTIME, "input must be [N, %lld, H, W]", (long long)s->cin);
+    af_conv_geom geo;
+    int64_t oh, ow;
+    af_status st = run_geometry(c, x, w, &geo, &oh, &ow);
+    if (st != AF_OK) return st;
+    const int64_t n_img = x->dims[0], h = x->dims[2], wd = x->dims[3], hw_in = h * wd, hw = oh * ow;
+    if (y->rank != 4 || y->dims[0] != n_img || y->dims[1] != s->cout || y->dims[2] != oh || y->dims[3] != ow)
+        return af_ctx_fail(c, AF_ERR_RUNTIME, "output shape does not match the convolution");
+    const float *xd = x->data;
+    float *yd = y->data;
+    if (s->dw.weights)
+        return af_depthwise_conv_run(&s->dw, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool);
+
+    const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups, kdim = cg * s->kh * s->kw;
+    size_t col_bytes = s->pointwise ? 0 : (size_t)(kdim * hw) * sizeof(float);
+    col_bytes = (col_bytes + 63) & ~(size_t)63;
+    float *col = (float *)workspace;
+    if (!s->pointwise && (!workspace || col_bytes > k->workspace_bytes))
+        return af_ctx_fail(c, AF_ERR_RUNTIME, "input is larger than the session planned for");
+    for (int64_t n = 0; n < n_img; n++) {
+        for (int64_t g = 0; g < s->groups; g++) {
+            af_gemm_desc d = af_gemm_desc_default();
+            d.isa = s->isa;
+            d.M = mg;
+            d.N = hw;
+            d.K = kdim;
+            d.packed_a = s->packed[g];
+            const float *xg = xd + (n * s->cin + g * cg) * hw_in;
+            if (s->pointwise) {
+                d.B = xg;
+            } else {
+                im2col_args a = {xg, col, h, wd, oh, ow, s->kh, s->kw, &geo};
+                af_threadpool_run(pool, (int)kdim, im2col_row, &a);
+                d.B = col;
+            }
+            d.ldb = hw;
+            d.C = yd + (n * s->cout + g * mg) * hw;
+            d.ldc = hw;
+            af_epilogue e;
+            if ((st = group_epilogue(s, epi, n, g, mg, hw, &e)) != AF_OK) return af_ctx_fail(c, st, "epilogue too long");
+            d.epilogue = &e;
+            size_t need = af_sgemm_workspace_size(&d, af_threadpool_n_threads(pool));
+            if (workspace && col_bytes + need <= k->workspace_bytes) {
+                d.workspace = (char *)workspace + col_bytes;
+                d.workspace_size = need;
+            }
+            if ((st = af_sgemm(&d, pool)) != AF_OK) return af_ctx_fail(c, st, "GEMM failed");
+        }
+    }
+    return AF_OK;
+}
+
+af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_error *err) {
+    const af_node *n = req->node;
+    const af_tensor *x = af_kernel_input(req, 0), *w = af_kernel_input(req, 1), *b = af_kernel_input(req, 2);
+    const af_tensor *y = n->n_outputs > 0 && n->outputs[0] >= 0 ? &req->graph->values[n->outputs[0]].t : NULL;
+    if (!x || !w || !y || x->dtype != AF_DTYPE_FLOAT || w->dtype != AF_DTYPE_FLOAT || x->rank != 4 || w->rank != 4 ||
+        !w->data || af_tensor_numel(w) <= 0 || (b && (!b->data || b->dtype != AF_DTYPE_FLOAT)))
+        return AF_OK;
+    if (x->dims[1] < 0) return AF_OK;
+    const af_tensor *ins[3] = {x, w, b};
+    af_tensor *outs[1] = {NULL};
+    af_op_ctx c = {.node = n, .graph = req->graph, .opset = req->graph->opset, .n_inputs = n->n_inputs,
+                   .inputs = ins, .n_outputs = 0, .outputs = outs, .err = err};
+    af_conv_geom geo;
+    int64_t kernel[2] = {w->dims[2], w->dims[3]};
+    if (af_conv_geom_init(&c, 2, kernel, &geo) != AF_OK) return AF_OK; /* the reference reports it */
+    int64_t groups = af_node_attr_int(n, "group", 1);
+    int64_t cout = w->dims[0], cin = x->dims[1];
+    if (groups < 1 || cin % groups || cout % groups || w->dims[1] != cin / groups) return AF_OK;
+    if (b && af_tensor_numel(b) != cout) return AF_OK;
+
+    conv_state *s = af_calloc(1, sizeof *s);
+    if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing Conv '%s'", n->name);
+    *s = (conv_state){.isa = req->isa, .cout = cout, .cin = cin, .groups = groups, .kh = w->dims[2],
+                      .kw = w->dims[3], .bias = b ? b->data : NULL};
+    af_status st = AF_OK;
+    bool depthwise = groups == cin && groups == cout;
+    if (depthwise) {
+        st = af_depthwise_conv_prepare(req->isa, w->data, cout, s->kh, s->kw, &s->dw);
+        if (st != AF_OK) goto fail;
+        k->name = af_depthwise_conv_name(&s->dw);
+    } else {
+        s->pointwise = s->kh == 1 && s->kw == 1 && geo.stride[0] == 1 && geo.stride[1] == 1 &&
+                       geo.pad_begin[0] == 0 && geo.pad_begin[1] == 0 && geo.pad_end[0] == 0 && geo.pad_end[1] == 0 &&
+                       geo.auto_pad != AF_CONV_PAD_SAME_UPPER && geo.auto_pad != AF_CONV_PAD_SAME_LOWER;
+        int64_t mg = cout / groups, kdim = cin / groups * s->kh * s->kw;
+        s->packed = af_calloc((size_t)groups, sizeof *s->packed);
+        if (!s->packed) {
+            st = AF_ERR_OUT_OF_MEMORY;
+            goto fail;
+        }
+        for (int64_t g = 0; g < groups && st == AF_OK; g++)
+            st = af_gemm_pack_a(req->isa, 1, mg, kdim, (const float *)w->data + g * mg * kdim, kdim, false, 0,
+                                &s->packed[g]);
+        if (st != AF_OK) goto fail;
+        /* Scratch: the unfolded input of one group plus the GEMM's packing buffers. Unknown
+         * spatial sizes leave it to the first run to find the workspace too small. */
+        int64_t hw = y->rank == 4 && y->dims[2] >= 0 && y->dims[3] >= 0 ? y->dims[2] * y->dims[3] : -1;
+        if (hw < 0 && !s->pointwise) goto unplanned;
+        size_t col = s->pointwise ? 0 : (((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63);
+        af_gemm_desc d = af_gemm_desc_default();
+        d.isa = req->isa;
+        d.M = mg;
+        d.N = hw > 0 ? hw : 1;
+        d.K = kdim;
+        d.packed_a = s->packed[0];
+        k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->n_threads > 0 ? req->n_threads : 1);
+        k->name = s->pointwise ? "f32_conv1x1_gemm" : "f32_conv_im2col_gemm";
+    }
+    k->state = s;
+    k->free_state = conv_free;
+    k->run = conv_run;
+    k->takes_epilogue = true;
+    return AF_OK;
+unplanned:
+    conv_free(s);
+    return AF_OK;
+fail:
+    conv_free(s);
+    if (st == AF_ERR_OUT_OF_MEMORY) return af_errorf(err, st, "out of memory preparing Conv '%s'", n->name);
+    return AF_OK; /* shapes the packer refuses: the reference runs */
+}

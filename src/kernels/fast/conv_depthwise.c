@@ -1,0 +1,157 @@
+#include "kernels/fast/conv_depthwise.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "util/alloc.h"
+
+af_status af_depthwise_conv_prepare(af_isa isa, const float *weights, int64_t channels, int64_t kh, int64_t kw,
+                                    af_depthwise_conv *out) {
+    memset(out, 0, sizeof *out);
+    size_t n = (size_t)(channels * kh * kw);
+    out->weights = af_malloc(n * sizeof(float));
+    if (!out->weights) return AF_ERR_OUT_OF_MEMORY;
+    memcpy(out->weights, weights, n * sizeof(float));
+    out->isa = af_cpu_isa_clamp(isa);
+    out->channels = channels;
+    out->kh = kh;
+    out->kw = kw;
+    return AF_OK;
+}
+
+void af_depthwise_conv_release(af_depthwise_conv *dw) {
+    af_free(dw->weights);
+    memset(dw, 0, sizeof *dw);
+}
+
+const char *af_depthwise_conv_name(const af_depthwise_conv *dw) {
+    return dw->isa == AF_ISA_AVX512 ? "f32_dwconv__avx512" : dw->isa == AF_ISA_AVX2 ? "f32_dwconv__avx2"
+                                                                                      : "f32_dwconv__scalar";
+}
+
+typedef struct dw_args {
+    const af_depthwise_conv *dw;
+    const af_conv_geom *geo;
+    const float *x;
+    float *y;
+    int64_t h, w, oh, ow;
+    af_epilogue epi; /* bias first, then the fused steps */
+    af_epilogue_tile_fn apply;
+} dw_args;
+
+/* One output pixel with bounds checks: the border path. */
+static float dw_pixel(const dw_args *a, const float *plane, const float *wk, int64_t oy, int64_t ox) {
+    const af_conv_geom *g = a->geo;
+    float acc = 0.0f;
+    for (int64_t ky = 0; ky < a->dw->kh; ky++) {
+        int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+        if (iy < 0 || iy >= a->h) continue;
+        for (int64_t kx = 0; kx < a->dw->kw; kx++) {
+            int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
+            if (ix >= 0 && ix < a->w) acc += wk[ky * a->dw->kw + kx] * plane[iy * a->w + ix];
+        }
+    }
+    return acc;
+}
+
+/* Output columns [lo, hi) whose every tap lies inside the input row. */
+static void interior(const dw_args *a, int64_t *lo, int64_t *hi) {
+    const af_conv_geom *g = a->geo;
+    int64_t s = g->stride[1], p = g->pad_begin[1], span = (a->dw->kw - 1) * g->dilation[1];
+    int64_t l = (p + s - 1) / s; /* first ox with ox*s - p >= 0 */
+    int64_t last = a->w - 1 - span + p; /* need ox*s <= last */
+    int64_t h_ = last < 0 ? 0 : last / s + 1;
+    if (h_ > a->ow) h_ = a->ow;
+    if (l > h_) l = h_;
+    *lo = l;
+    *hi = h_;
+}
+
+__attribute__((target("avx512f"))) static void row_avx512(const dw_args *a, const float *plane, const float *wk,
+                                                          int64_t oy, float *yrow, int64_t lo, int64_t hi) {
+    const af_conv_geom *g = a->geo;
+    const int64_t s = g->stride[1], dx = g->dilation[1];
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    int64_t ox = lo;
+    for (; ox + 16 <= hi; ox += 16) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t ky = 0; ky < a->dw->kh; ky++) {
+            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+            if (iy < 0 || iy >= a->h) continue;
+            const float *row = plane + iy * a->w + ox * s - g->pad_begin[1];
+            for (int64_t kx = 0; kx < a->dw->kw; kx++) {
+                __m512 wv = _mm512_set1_ps(wk[ky * a->dw->kw + kx]);
+                const float *src = row + kx * dx;
+                __m512 v;
+                if (s == 1) {
+                    v = _mm512_loadu_ps(src);
+                } else { /* s == 2: the even elements of 32; the last odd one may be past the row */
+                    __m512 v0 = _mm512_loadu_ps(src);
+                    __m512 v1 = _mm512_maskz_loadu_ps((__mmask16)0x7fff, src + 16);
+                    v = _mm512_permutex2var_ps(v0, even, v1);
+                }
+                acc = _mm512_fmadd_ps(wv, v, acc);
+            }
+        }
+        _mm512_storeu_ps(yrow + ox, acc);
+    }
+    for (; ox < hi; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
+}
+
+__attribute__((target("avx2,fma"))) static void row_avx2(const dw_args *a, const float *plane, const float *wk,
+                                                         int64_t oy, float *yrow, int64_t lo, int64_t hi) {
+    const af_conv_geom *g = a->geo;
+    const int64_t dx = g->dilation[1];
+    int64_t ox = lo;
+    for (; ox + 8 <= hi; ox += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t ky = 0; ky < a->dw->kh; ky++) {
+            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+            if (iy < 0 || iy >= a->h) continue;
+            const float *row = plane + iy * a->w + ox - g->pad_begin[1];
+            for (int64_t kx = 0; kx < a->dw->kw; kx++)
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(wk[ky * a->dw->kw + kx]), _mm256_loadu_ps(row + kx * dx), acc);
+        }
+        _mm256_storeu_ps(yrow + ox, acc);
+    }
+    for (; ox < hi; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
+}
+
+static void dw_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const dw_args *a = ctx;
+    const int64_t ch = task % a->dw->channels, img = task / a->dw->channels;
+    const float *plane = a->x + (int64_t)task * a->h * a->w;
+    const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
+    float *yp = a->y + (int64_t)task * a->oh * a->ow;
+    int64_t lo, hi;
+    interior(a, &lo, &hi);
+    const int64_t s = a->geo->stride[1];
+    bool vec512 = a->dw->isa == AF_ISA_AVX512 && (s == 1 || s == 2);
+    bool vec256 = a->dw->isa >= AF_ISA_AVX2 && s == 1 && !vec512;
+    for (int64_t oy = 0; oy < a->oh; oy++) {
+        float *yrow = yp + oy * a->ow;
+        for (int64_t ox = 0; ox < lo; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
+        if (vec512) row_avx512(a, plane, wk, oy, yrow, lo, hi);
+        else if (vec256) row_avx2(a, plane, wk, oy, yrow, lo, hi);
+        else
+            for (int64_t ox = lo; ox < hi; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
+        for (int64_t ox = hi; ox < a->ow; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
+    }
+    if (a->epi.n_steps) a->apply(&a->epi, yp, a->oh * a->ow, 1, (int)(a->oh * a->ow), ch, 0, img);
+}
+
+af_status af_depthwise_conv_run(const af_depthwise_conv *dw, const af_conv_geom *geo, const float *x, float *y,
+                                int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
+                                const af_epilogue *epi, af_threadpool *pool) {
+    if (oh * ow > 0x7fffffff || n * dw->channels > 0x7fffffff) return AF_ERR_LIMIT;
+    dw_args a = {.dw = dw, .geo = geo, .x = x, .y = y, .h = h, .w = w, .oh = oh, .ow = ow,
+                 .apply = af_epilogue_tile_fn_for(dw->isa)};
+    af_epilogue_init(&a.epi);
+    af_status st = AF_OK;
+    if (bias) st = af_epilogue_vec(&a.epi, AF_EPI_BIAS_ROW, bias, NULL);
+    for (int i = 0; st == AF_OK && epi && i < epi->n_steps; i++) st = af_epilogue_push(&a.epi, &epi->steps[i]);
+    if (st != AF_OK) return st;
+    af_threadpool_run(pool, (int)(n * dw->channels), dw_task, &a);
+    return AF_OK;
+}

@@ -1,0 +1,34 @@
+/*
+ * Depthwise 2-D convolution (one filter per channel, NCHW float32): each task computes one
+ * channel plane of one image, vectorized along the output row where every tap is inside the
+ * input, then applies the bias and the fused epilogue to the plane while it is in cache.
+ *
+ *   af_depthwise_conv dw;
+ *   af_depthwise_conv_prepare(isa, weights, channels, kh, kw, &dw);   // copies the weights
+ *   af_depthwise_conv_run(&dw, &geo, x, y, n, h, w, oh, ow, bias, epi, pool);
+ *   af_depthwise_conv_release(&dw);
+ */
+#ifndef AF_KERNELS_FAST_CONV_DEPTHWISE_H
+#define AF_KERNELS_FAST_CONV_DEPTHWISE_H
+
+#include "ir/shape/conv_geom.h"
+#include "kernels/epilogue.h"
+#include "util/threadpool.h"
+
+typedef struct af_depthwise_conv {
+    af_isa isa;
+    int64_t channels, kh, kw;
+    float *weights; /* [channels, kh * kw], owned */
+} af_depthwise_conv;
+
+af_status af_depthwise_conv_prepare(af_isa isa, const float *weights, int64_t channels, int64_t kh, int64_t kw,
+                                    af_depthwise_conv *out);
+void af_depthwise_conv_release(af_depthwise_conv *dw);
+const char *af_depthwise_conv_name(const af_depthwise_conv *dw);
+/* geo holds resolved pads, strides and dilations. Epilogue coordinates: m = channel, n = output
+ * pixel, batch = image; bias (may be NULL) is added first. */
+af_status af_depthwise_conv_run(const af_depthwise_conv *dw, const af_conv_geom *geo, const float *x, float *y,
+                                int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
+                                const af_epilogue *epi, af_threadpool *pool);
+
+#endif

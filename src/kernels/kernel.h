@@ -1,0 +1,74 @@
+/*
+ * Fast kernels: what an execution-plan step runs. A kernel is prepared once at session creation
+ * from its anchor node (weights are packed then, with the graph's constants) and run for every
+ * inference on the node's inputs and outputs, like the reference kernel, plus an optional fused
+ * epilogue program applied to each output tile while it is hot.
+ *
+ *   af_kernel k;
+ *   af_kernel_request req = {.graph = g, .node = n, .isa = af_cpu_isa()};
+ *   if (af_kernel_select(&req, &k, err) != AF_OK) ...;   // k.run == NULL: no fast kernel applies
+ *   k.run(&k, ctx, epilogue, pool, workspace);             // workspace: k.workspace_bytes, 64-aligned
+ *   af_kernel_release(&k);
+ *
+ * Epilogue coordinates: kernels document how their output maps to the epilogue's (m, n, batch):
+ * for NCHW Conv m is the output channel, n the flattened spatial index, batch the image; for
+ * MatMul/Gemm m and n are the output's last two dims and batch the flattened leading dims; for
+ * elementwise ops the output is one row (m = 0) of all elements.
+ */
+#ifndef AF_KERNELS_KERNEL_H
+#define AF_KERNELS_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ir/op_ctx.h"
+#include "kernels/epilogue.h"
+#include "util/cpu.h"
+#include "util/threadpool.h"
+
+struct af_kernel;
+
+/* Runs the prepared kernel. ctx is set up as for the reference kernel (outputs allocated with
+ * their inferred shapes); epi may be NULL. workspace holds k->workspace_bytes bytes. */
+typedef af_status (*af_kernel_run_fn)(const struct af_kernel *k, af_op_ctx *ctx, const af_epilogue *epi,
+                                      af_threadpool *pool, void *workspace);
+
+typedef struct af_kernel {
+    const char *name;        /* e.g. "conv1x1_gemm__avx512"; static string, for reports */
+    void *state;             /* prepared data (packed weights, parameters), owned */
+    size_t workspace_bytes;  /* scratch one run needs, for the largest shape it accepts */
+    bool takes_epilogue;     /* run applies a fused epilogue (else fusion must not attach one) */
+    af_kernel_run_fn run;    /* NULL: no fast kernel; the reference kernel runs */
+    void (*free_state)(void *state);
+} af_kernel;
+
+typedef struct af_kernel_request {
+    const af_graph *graph;
+    const af_node *node;  /* the anchor; its constant inputs may be packed */
+    af_isa isa;           /* the level to use (already clamped to the CPU) */
+    int n_threads;        /* the session's thread count, for blocking decisions */
+    /* Replacement constants for the node's inputs (e.g. Conv weights with a BatchNormalization
+     * folded in): entry i, when not NULL, stands for input i, even past node->n_inputs. */
+    int n_overrides;
+    const af_tensor *const *overrides;
+} af_kernel_request;
+
+/* Input i of the request's node as the kernel should see it: an override, else the graph's value
+ * (its static shape, and data when constant); NULL when absent. */
+const af_tensor *af_kernel_input(const af_kernel_request *req, int i);
+
+/* Fills *k with the fast kernel for req's node, or leaves k->run NULL when none applies (unknown
+ * shapes, dtypes other than float32, attributes a fast path does not cover). An error means the
+ * node cannot be prepared at all (out of memory). */
+af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error *err);
+void af_kernel_release(af_kernel *k);
+
+/* Per-family preparation, tried in turn by af_kernel_select; each leaves k->run NULL when its
+ * family does not cover the node. */
+af_status af_fast_elementwise_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
+af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
+af_status af_fast_matmul_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
+af_status af_fast_pool_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
+af_status af_fast_norm_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
+
+#endif

@@ -1,0 +1,42 @@
+/* Chooses the fast kernel for a node by its operator family. */
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "util/alloc.h"
+
+af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error *err) {
+    memset(k, 0, sizeof *k);
+    switch (req->node->op) {
+    case AF_OP_CONV:
+        return af_fast_conv_prepare(req, k, err);
+    case AF_OP_MAT_MUL:
+    case AF_OP_GEMM:
+        return af_fast_matmul_prepare(req, k, err);
+    case AF_OP_MAX_POOL:
+    case AF_OP_AVERAGE_POOL:
+    case AF_OP_GLOBAL_AVERAGE_POOL:
+    case AF_OP_GLOBAL_MAX_POOL:
+        return af_fast_pool_prepare(req, k, err);
+    case AF_OP_SOFTMAX:
+    case AF_OP_LAYER_NORMALIZATION:
+    case AF_OP_BATCH_NORMALIZATION:
+        return af_fast_norm_prepare(req, k, err);
+    default:
+        break;
+    }
+    const af_op_info_t *info = af_op_info(req->node->op);
+    if (info && (info->cls == AF_OPCLASS_ELEMENTWISE || info->cls == AF_OPCLASS_BROADCAST))
+        return af_fast_elementwise_prepare(req, k, err);
+    return AF_OK;
+}
+
+const af_tensor *af_kernel_input(const af_kernel_request *req, int i) {
+    if (i < req->n_overrides && req->overrides[i]) return req->overrides[i];
+    const af_node *n = req->node;
+    return i < n->n_inputs && n->inputs[i] >= 0 ? &req->graph->values[n->inputs[i]].t : NULL;
+}
+
+void af_kernel_release(af_kernel *k) {
+    if (k->free_state && k->state) k->free_state(k->state);
+    memset(k, 0, sizeof *k);
+}
