@@ -2,8 +2,10 @@
  * The autofusion command line: a thin shell over include/autofusion.h.
  *
  *   autofusion inspect MODEL
- *   autofusion run MODEL [--input NAME=FILE.pb ...] [--output-dir DIR] [--threads N] [--seed S]
+ *   autofusion run MODEL [--input NAME=FILE.pb ...] [--inputs DIR] [--output-dir DIR] [--threads N] [--seed S]
+ *   autofusion bench MODEL [--warmup N] [--iterations N] [--threads N] [--level N] [--json] [--input ...]
  *
+ * --inputs DIR reads DIR/input_K.pb for graph input K (the ONNX backend-test layout).
  * Exit status 0 on success; otherwise 1 with a one-line error naming the cause on stderr.
  */
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -27,7 +30,26 @@ static int fail(const char *fmt, const char *a, const char *b) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: autofusion inspect MODEL\n"
-               "       autofusion run MODEL [--input NAME=FILE.pb ...] [--output-dir DIR] [--threads N] [--seed S]\n");
+               "       autofusion run MODEL [--input NAME=FILE.pb ...] [--inputs DIR] [--output-dir DIR] [--threads N] [--seed S]\n"
+               "       autofusion bench MODEL [--warmup N] [--iterations N] [--threads N] [--level N] [--json]\n"
+               "                        [--input NAME=FILE.pb ...] [--reference] [--isa avx512|avx2|scalar]\n");
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted samples: the smallest sample with at least p% at or below it. */
+static double percentile(const double *sorted, int n, double p) {
+    int rank = (int)ceil(p / 100.0 * n);
+    return sorted[rank < 1 ? 0 : rank > n ? n - 1 : rank - 1];
 }
 
 static void format_shape(const af_value_info *v, char *buf, size_t n) {
@@ -108,10 +130,53 @@ static int random_input(const af_value_info *v, af_tensor *t) {
     return 1;
 }
 
-static int cmd_run(int argc, char **argv) {
-    const char *path = argv[0], *out_dir = NULL;
+/* Times `iterations` runs after `warmup`, and prints latency percentiles, throughput and memory. */
+static int bench_session(af_session *s, int n_in, const char **names, const af_tensor *inputs, int warmup,
+                         int iterations, int json, const char *path, int threads, int level, double create_ms) {
+    af_error err = {0};
+    for (int i = 0; i < warmup; i++)
+        if (af_session_run(s, n_in, names, inputs, &err) != AF_OK) return fail("%s: %s", path, err.message);
+    double *t = malloc((size_t)iterations * sizeof *t);
+    if (!t) return fail("out of memory%s%s", "", "");
+    double total = 0;
+    for (int i = 0; i < iterations; i++) {
+        double t0 = now_ms();
+        if (af_session_run(s, n_in, names, inputs, &err) != AF_OK) {
+            free(t);
+            return fail("%s: %s", path, err.message);
+        }
+        t[i] = now_ms() - t0;
+        total += t[i];
+    }
+    qsort(t, (size_t)iterations, sizeof *t, cmp_double);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double p50 = percentile(t, iterations, 50), p90 = percentile(t, iterations, 90), p99 = percentile(t, iterations, 99);
+    double mean = total / iterations;
+    if (json)
+        printf("{\"model\":\"%s\",\"runtime\":\"autofusion\",\"isa\":\"%s\",\"threads\":%d,\"level\":%d,"
+               "\"warmup\":%d,\"iterations\":%d,\"session_create_ms\":%.3f,\"median_ms\":%.3f,\"p50_ms\":%.3f,"
+               "\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f,"
+               "\"throughput_per_s\":%.3f,\"arena_bytes\":%zu,\"peak_rss_kb\":%ld}\n",
+               path, af_session_isa(s), threads, level, warmup, iterations, create_ms, p50, p50, p90, p99, mean, t[0],
+               t[iterations - 1], 1000.0 / mean, af_session_arena_bytes(s), ru.ru_maxrss);
+    else
+        printf("model %s\nisa %s, threads %d, fusion level %d, %d warmup + %d timed runs\n"
+               "latency ms: p50 %.3f  p90 %.3f  p99 %.3f  mean %.3f  min %.3f  max %.3f\n"
+               "throughput: %.2f inferences/s\nsession create: %.1f ms\n"
+               "memory: activation arena %.2f MiB, peak RSS %.1f MiB\n"
+               "(percentiles: nearest rank over the timed runs)\n",
+               path, af_session_isa(s), threads, level, warmup, iterations, p50, p90, p99, mean, t[0],
+               t[iterations - 1], 1000.0 / mean, create_ms, (double)af_session_arena_bytes(s) / 1048576.0,
+               (double)ru.ru_maxrss / 1024.0);
+    free(t);
+    return 0;
+}
+
+static int cmd_run(int argc, char **argv, int bench) {
+    const char *path = argv[0], *out_dir = NULL, *isa = NULL, *in_dir = NULL;
     const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
-    int n_given = 0, threads = 0;
+    int n_given = 0, threads = 0, warmup = 5, iterations = 20, level = 0, json = 0, reference = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             char *eq = strchr(argv[++i], '=');
@@ -120,12 +185,26 @@ static int cmd_run(int argc, char **argv) {
             *eq = 0;
             in_names[n_given] = argv[i];
             in_files[n_given++] = eq + 1;
+        } else if (!strcmp(argv[i], "--inputs") && i + 1 < argc) {
+            in_dir = argv[++i];
         } else if (!strcmp(argv[i], "--output-dir") && i + 1 < argc) {
             out_dir = argv[++i];
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             threads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng_state = strtoull(argv[++i], NULL, 10) * 0x9e3779b97f4a7c15ull + 1;
+        } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
+            isa = argv[++i];
+        } else if (!strcmp(argv[i], "--reference")) {
+            reference = 1;
+        } else if (bench && !strcmp(argv[i], "--warmup") && i + 1 < argc) {
+            warmup = atoi(argv[++i]);
+        } else if (bench && !strcmp(argv[i], "--iterations") && i + 1 < argc) {
+            iterations = atoi(argv[++i]);
+        } else if (bench && !strcmp(argv[i], "--level") && i + 1 < argc) {
+            level = atoi(argv[++i]);
+        } else if (bench && !strcmp(argv[i], "--json")) {
+            json = 1;
         } else {
             usage(stderr);
             return fail("unknown option '%s'%s", argv[i], "");
@@ -138,8 +217,17 @@ static int cmd_run(int argc, char **argv) {
     af_tensor inputs[MAX_INPUTS];
     const char *names[MAX_INPUTS];
     if (af_model_load(path, NULL, &m, &err) != AF_OK) return fail("%s: %s", path, err.message);
+    if (iterations < 1 || warmup < 0) {
+        fail("--iterations must be >= 1 and --warmup >= 0%s%s", "", "");
+        n_in = 0;
+        goto done;
+    }
     af_session_options opts = af_session_options_default();
     opts.n_threads = threads;
+    opts.fusion_level = level;
+    opts.reference_kernels = reference;
+    opts.isa = isa;
+    double t_create = now_ms();
     if (af_session_create(m, &opts, &s, &err) != AF_OK) {
         fail("%s: %s", path, err.message);
         goto done;
@@ -168,8 +256,13 @@ static int cmd_run(int argc, char **argv) {
         af_model_input_info(m, i, &v);
         names[i] = v.name;
         const char *file = NULL;
+        char dir_file[4096];
         for (int g = 0; g < n_given; g++)
             if (!strcmp(in_names[g], v.name)) file = in_files[g];
+        if (!file && in_dir) { /* the backend-test layout: input_K.pb in graph input order */
+            snprintf(dir_file, sizeof dir_file, "%s/input_%d.pb", in_dir, i);
+            file = dir_file;
+        }
         af_status st = file ? af_tensor_read_pb(file, &inputs[i], NULL, &err) : AF_OK;
         if (!file && !random_input(&v, &inputs[i])) {
             n_in = i;
@@ -182,14 +275,17 @@ static int cmd_run(int argc, char **argv) {
             goto done;
         }
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    t_create = now_ms() - t_create;
+    if (bench) {
+        rc = bench_session(s, n_in, names, inputs, warmup, iterations, json, path, threads, level, t_create);
+        goto done;
+    }
+    double ms = now_ms();
     if (af_session_run(s, n_in, names, inputs, &err) != AF_OK) {
         fail("%s: %s", path, err.message);
         goto done;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    ms = now_ms() - ms;
     if (out_dir && mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
         fail("cannot create '%s': %s", out_dir, strerror(errno));
         goto done;
@@ -238,7 +334,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc >= 3 && !strcmp(argv[1], "inspect")) return cmd_inspect(argv[2]);
-    if (argc >= 3 && !strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+    if (argc >= 3 && !strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2, 0);
+    if (argc >= 3 && !strcmp(argv[1], "bench")) return cmd_run(argc - 2, argv + 2, 1);
     usage(stderr);
     return 2;
 }

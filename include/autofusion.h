@@ -133,13 +133,17 @@ void af_model_get_stats(const af_model *model, af_model_stats *stats);
 /* ---- Sessions -------------------------------------------------------------------------------- */
 
 typedef struct af_session_options {
-    int n_threads;    /* 0 = the cores this process may use */
-    int fusion_level; /* 0 = no fusion */
+    int n_threads;         /* 0 = the cores this process may use */
+    int fusion_level;      /* 0 = no fusion */
+    int reference_kernels; /* 1 = run only the plain reference kernels (the correctness oracle) */
+    const char *isa;       /* NULL or "": the best the CPU has (the AF_ISA environment variable may
+                              lower it); "avx512", "avx2" or "scalar" to force a lower level */
 } af_session_options;
 
 af_session_options af_session_options_default(void);
 
-/* Creates a session over `model`; the model must outlive the session. */
+/* Creates a session over `model`; the model must outlive the session. A session runs one
+ * inference at a time: calls to af_session_run on one session must not overlap. */
 af_status af_session_create(const af_model *model, const af_session_options *opts, af_session **out,
                             af_error *err);
 /* Runs the graph. inputs[i] is bound to the graph input called names[i]; every graph input without a
@@ -152,6 +156,8 @@ const af_tensor *af_session_output(const af_session *session, int i);
 const char *af_session_output_name(const af_session *session, int i);
 /* Bytes of the activation arena the memory plan reserves (0 before any plan exists). */
 size_t af_session_arena_bytes(const af_session *session);
+/* The instruction-set level the session's kernels use: "avx512", "avx2" or "scalar". */
+const char *af_session_isa(const af_session *session);
 void af_session_free(af_session *session);
 
 /* ---- Tensor files (ONNX TensorProto, the backend test data format) --------------------------- */

@@ -505,6 +505,7 @@ async function main() {
       mean_ms: r3(times.reduce((x, y) => x + y, 0) / times.length),
       min_ms: r3(sorted[0]),
       max_ms: r3(sorted[sorted.length - 1]),
+      peak_rss_kb: process.resourceUsage().maxRSS,
     };
     process.stdout.write(JSON.stringify(out) + '\n');
   }

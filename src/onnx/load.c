@@ -226,7 +226,8 @@ static af_status load_graph(load_ctx *lc, const Onnx__GraphProto *gp, af_graph *
         int id = af_graph_add_value(g, name, err);
         if (id < 0) return err ? err->status : AF_ERR_OUT_OF_MEMORY;
         g->values[id].kind = AF_VALUE_CONST;
-        af_status st = af_tensor_from_proto(tp, lc->base_dir, &g->values[id].t, err);
+        /* The unpacked message is the loader's own: move the bytes instead of copying them. */
+        af_status st = af_tensor_take_proto((Onnx__TensorProto *)tp, lc->base_dir, &g->values[id].t, err);
         if (st != AF_OK) return st;
     }
     g->inputs = af_malloc((gp->n_input ? gp->n_input : 1) * sizeof(int));
@@ -472,8 +473,10 @@ static af_status one_line(af_error *err, af_status st) {
     return st;
 }
 
-static af_status load_buffer(const void *data, size_t size, const char *base_dir, const af_load_options *opts,
-                             af_model **out, af_error *err) {
+/* owned, when not NULL, is `data` and belongs to the loader: it is freed as soon as it is parsed,
+ * so the file's bytes and the model's tensors are not all in memory at once. */
+static af_status load_buffer(const void *data, size_t size, uint8_t **owned, const char *base_dir,
+                             const af_load_options *opts, af_model **out, af_error *err) {
     if (!out || (!data && size)) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_model_load_buffer: NULL argument");
     *out = NULL;
     af_load_options defaults = af_load_options_default();
@@ -491,6 +494,10 @@ static af_status load_buffer(const void *data, size_t size, const char *base_dir
     ProtobufCAllocator alloc = af_protobuf_allocator;
     alloc.allocator_data = &oom;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(&alloc, size, data);
+    if (owned) {
+        af_free(*owned);
+        *owned = NULL;
+    }
     if (!mp && oom) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory parsing the model");
     if (!mp) return af_errorf(err, AF_ERR_PARSE, "not a valid ONNX model (protobuf parse failed)");
     af_model *m = af_calloc(1, sizeof *m);
@@ -506,7 +513,7 @@ static af_status load_buffer(const void *data, size_t size, const char *base_dir
 
 af_status af_model_load_buffer(const void *data, size_t size, const char *base_dir, const af_load_options *opts,
                                af_model **out, af_error *err) {
-    return one_line(err, load_buffer(data, size, base_dir, opts, out, err));
+    return one_line(err, load_buffer(data, size, NULL, base_dir, opts, out, err));
 }
 
 static af_status load_file(const char *path, const af_load_options *opts, af_model **out, af_error *err) {
@@ -551,8 +558,8 @@ static af_status load_file(const char *path, const af_load_options *opts, af_mod
     if (slash) *slash = 0;
     else snprintf(dir, sizeof dir, ".");
     if (slash == dir) snprintf(dir, sizeof dir, "/");
-    af_status st = load_buffer(buf, size, dir, opts, out, err);
-    af_free(buf);
+    af_status st = load_buffer(buf, size, &buf, dir, opts, out, err);
+    af_free(buf); /* NULL once parsing freed it */
     return st;
 }
 

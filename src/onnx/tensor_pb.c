@@ -62,7 +62,8 @@ static void from_typed(const Onnx__TensorProto *p, af_tensor *t, size_t n) {
     }
 }
 
-af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir, af_tensor *out, af_error *err) {
+/* With steal, p's raw bytes move into the tensor instead of being copied (p loses them). */
+static af_status from_proto(Onnx__TensorProto *p, bool steal, const char *base_dir, af_tensor *out, af_error *err) {
     memset(out, 0, sizeof *out);
     af_dtype dt = (af_dtype)p->data_type;
     if (!p->has_data_type || dt == AF_DTYPE_UNDEFINED)
@@ -123,6 +124,14 @@ af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir,
         return af_errorf(err, AF_ERR_INVALID_MODEL, "tensor '%s': %zu values stored, shape needs %zu", tname(p),
                          typed_count(p, dt), (size_t)numel);
     }
+    if (steal && !external && p->has_raw_data && bytes > 0) {
+        out->data = p->raw_data.data;
+        out->nbytes = bytes;
+        p->raw_data.data = NULL;
+        p->raw_data.len = 0;
+        p->has_raw_data = 0;
+        return AF_OK;
+    }
     st = af_tensor_alloc(out, err);
     if (st != AF_OK) return af_error_prefix(err, st, "tensor '%s'", tname(p));
     if (external) {
@@ -135,6 +144,14 @@ af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir,
     }
     if (st != AF_OK) af_tensor_free_data(out);
     return st;
+}
+
+af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir, af_tensor *out, af_error *err) {
+    return from_proto((Onnx__TensorProto *)p, false, base_dir, out, err);
+}
+
+af_status af_tensor_take_proto(Onnx__TensorProto *p, const char *base_dir, af_tensor *out, af_error *err) {
+    return from_proto(p, true, base_dir, out, err);
 }
 
 void af_tensor_to_proto(const af_tensor *t, const char *name, int64_t *dims_buf, Onnx__TensorProto *p) {

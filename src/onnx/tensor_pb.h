@@ -17,6 +17,9 @@ extern ProtobufCAllocator af_protobuf_allocator;
  * base_dir, which NULL forbids). Checks every length; never reads past the message. */
 af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir, af_tensor *out,
                                af_error *err);
+/* The same, moving raw_data out of p instead of copying it (p keeps no data afterwards), so a
+ * loaded model does not hold its weights twice. The data is then only 16-byte aligned. */
+af_status af_tensor_take_proto(Onnx__TensorProto *p, const char *base_dir, af_tensor *out, af_error *err);
 /* Fills a TensorProto whose raw_data points at t->data (no copy): valid while t lives.
  * dims_buf must hold AF_MAX_RANK entries. */
 void af_tensor_to_proto(const af_tensor *t, const char *name, int64_t *dims_buf, Onnx__TensorProto *p);

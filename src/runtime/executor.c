@@ -15,23 +15,14 @@ static void drop(af_exec *e, int v) {
     e->env[v].nbytes = 0;
 }
 
-af_status af_exec_init(af_exec *e, const af_graph *g, af_exec *parent, const af_memory_plan *plan, uint8_t *arena,
-                       const int *last_use, af_error *err) {
+af_status af_exec_init(af_exec *e, const af_graph *g, af_exec *parent, af_error *err) {
     memset(e, 0, sizeof *e);
     e->g = g;
     e->parent = parent;
-    e->plan = plan;
-    e->arena = arena;
     size_t nv = (size_t)(g->n_values ? g->n_values : 1);
     e->env = af_calloc(nv, sizeof *e->env);
     e->owned = af_calloc(nv, sizeof *e->owned);
-    if (!last_use) {
-        e->own_last_use = af_malloc(nv * sizeof *e->own_last_use);
-        if (e->own_last_use) af_graph_last_uses(g, e->own_last_use);
-        last_use = e->own_last_use;
-    }
-    e->last_use = last_use;
-    if (!e->env || !e->owned || !e->last_use) {
+    if (!e->env || !e->owned) {
         af_exec_release(e);
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory starting a run");
     }
@@ -45,16 +36,10 @@ af_status af_exec_init(af_exec *e, const af_graph *g, af_exec *parent, const af_
 }
 
 void af_exec_release(af_exec *e) {
-    if (!e->env) {
-        af_free(e->owned);
-        af_free(e->own_last_use);
-        return;
-    }
-    for (int v = 0; v < e->g->n_values; v++)
-        if (e->owned && e->owned[v]) af_tensor_free_data(&e->env[v]);
+    for (int v = 0; e->env && e->owned && v < e->g->n_values; v++)
+        if (e->owned[v]) af_tensor_free_data(&e->env[v]);
     af_free(e->env);
     af_free(e->owned);
-    af_free(e->own_last_use);
     memset(e, 0, sizeof *e);
 }
 
@@ -64,7 +49,7 @@ static af_status run_subgraph(af_exec *parent, const af_graph *g, int n_in, cons
         return af_errorf(err, AF_ERR_RUNTIME, "subgraph '%s' takes %d inputs and %d outputs, called with %d and %d",
                          g->name ? g->name : "", g->n_inputs, g->n_outputs, n_in, n_out);
     af_exec e;
-    af_status st = af_exec_init(&e, g, parent, NULL, NULL, NULL, err);
+    af_status st = af_exec_init(&e, g, parent, err);
     if (st != AF_OK) return st;
     for (int k = 0; k < n_in; k++) e.env[g->inputs[k]] = *in[k];
     st = af_exec_run(&e, err);
@@ -76,7 +61,7 @@ static af_status run_subgraph(af_exec *parent, const af_graph *g, int n_in, cons
     return st;
 }
 
-/* Allocates output value v with its freshly inferred shape: in the arena where the plan sized it
+/* Allocates value v with its freshly inferred shape: in the arena where the memory plan sized it
  * for exactly this many bytes, else on the heap. */
 static af_status place_output(af_exec *e, int v, af_error *err) {
     af_tensor *t = &e->env[v];
@@ -84,8 +69,9 @@ static af_status place_output(af_exec *e, int v, af_error *err) {
     size_t es = af_dtype_size(t->dtype);
     if (numel < 0) return AF_ERR_RUNTIME;
     size_t bytes = (size_t)numel * es;
-    if (e->plan && e->arena && e->plan->offset[v] >= 0 && ((bytes + 63) & ~(size_t)63) == e->plan->size[v]) {
-        t->data = e->arena + e->plan->offset[v];
+    const af_memory_plan *mp = e->memory;
+    if (mp && e->arena && mp->offset[v] >= 0 && ((bytes + 63) & ~(size_t)63) == mp->size[v]) {
+        t->data = e->arena + mp->offset[v];
         t->nbytes = bytes;
         e->owned[v] = false;
         return AF_OK;
@@ -95,55 +81,105 @@ static af_status place_output(af_exec *e, int v, af_error *err) {
     return st;
 }
 
-af_status af_exec_run(af_exec *e, af_error *err) {
+/* Runs node n's shape function on the current tensors, so its outputs carry this run's shapes. */
+static af_status infer_node(af_exec *e, const af_node *n, af_op_ctx *c, const af_tensor **ins, af_tensor **outs,
+                            af_error *err) {
+    const af_graph *g = e->g;
+    if (n->n_inputs > AF_MAX_NODE_IO || n->n_outputs > AF_MAX_NODE_IO)
+        return af_errorf(err, AF_ERR_LIMIT, "node '%s' has too many inputs or outputs", n->name);
+    for (int k = 0; k < n->n_inputs; k++) ins[k] = n->inputs[k] >= 0 ? &e->env[n->inputs[k]] : NULL;
+    for (int k = 0; k < n->n_outputs; k++) {
+        outs[k] = n->outputs[k] >= 0 ? &e->env[n->outputs[k]] : NULL;
+        if (outs[k]) drop(e, n->outputs[k]);
+    }
+    *c = (af_op_ctx){.node = n, .graph = g, .opset = g->opset, .n_inputs = n->n_inputs, .inputs = ins,
+                     .n_outputs = n->n_outputs, .outputs = outs, .err = err, .exec = e, .run_subgraph = run_subgraph};
+    af_status st = af_op_info(n->op)->infer(c);
+    if (st == AF_ERR_INVALID_MODEL) { /* the same check on run-time data is a bad input, not a bad file */
+        if (err) err->status = AF_ERR_RUNTIME;
+        return AF_ERR_RUNTIME;
+    }
+    for (int k = 0; k < n->n_outputs; k++)
+        if (outs[k]) outs[k]->data = NULL;
+    return st;
+}
+
+static af_status place(af_exec *e, const af_node *n, int v, af_error *err) {
+    af_status st = place_output(e, v, err);
+    if (st == AF_ERR_RUNTIME)
+        return af_errorf(err, AF_ERR_RUNTIME, "node '%s' (%s): the shape of output '%s' is unknown", n->name,
+                         n->op_type, e->g->values[v].name);
+    if (st != AF_OK) return af_error_prefix(err, st, "node '%s' (%s)", n->name, n->op_type);
+    return AF_OK;
+}
+
+/* One node on its own: fast kernel k if given, else the reference kernel. */
+static af_status run_single(af_exec *e, const af_node *n, const af_kernel *k, af_error *err) {
+    const af_tensor *ins[AF_MAX_NODE_IO];
+    af_tensor *outs[AF_MAX_NODE_IO];
+    af_op_ctx c;
+    af_status st = infer_node(e, n, &c, ins, outs, err);
+    if (st != AF_OK) return st;
+    bool self_alloc = n->op == AF_OP_IF || n->op == AF_OP_LOOP;
+    for (int j = 0; j < n->n_outputs && !self_alloc; j++)
+        if (outs[j] && (st = place(e, n, n->outputs[j], err)) != AF_OK) return st;
+    st = k && k->run ? k->run(k, &c, NULL, e->pool, e->workspace) : af_op_info(n->op)->run(&c);
+    if (self_alloc)
+        for (int j = 0; j < n->n_outputs; j++)
+            if (outs[j] && outs[j]->data) e->owned[n->outputs[j]] = true;
+    return st;
+}
+
+/* A fused step: infer every node of the group (intermediates get shapes, never data), allocate
+ * the group's output, and run the one kernel on the anchor's inputs with the fused epilogue. */
+static af_status run_fused(af_exec *e, const af_step *s, af_error *err) {
     const af_graph *g = e->g;
     const af_tensor *ins[AF_MAX_NODE_IO];
     af_tensor *outs[AF_MAX_NODE_IO];
+    af_op_ctx c;
+    for (int i = 0; i < s->n_nodes; i++) {
+        af_status st = infer_node(e, &g->nodes[s->nodes[i]], &c, ins, outs, err);
+        if (st != AF_OK) return st;
+    }
+    const af_node *kn = s->kernel_node ? s->kernel_node : &g->nodes[s->anchor];
+    af_status st = place(e, kn, s->output, err);
+    if (st != AF_OK) return st;
+    for (int k = 0; k < kn->n_inputs; k++) ins[k] = kn->inputs[k] >= 0 ? &e->env[kn->inputs[k]] : NULL;
+    af_tensor *out = &e->env[s->output];
+    c = (af_op_ctx){.node = kn, .graph = g, .opset = g->opset, .n_inputs = kn->n_inputs, .inputs = ins,
+                    .n_outputs = 1, .outputs = &out, .err = err, .exec = e, .run_subgraph = run_subgraph};
+    af_epilogue epi = s->epi;
+    for (int r = 0; r < s->n_residuals; r++) {
+        const af_tensor *t = &e->env[s->residual_value[r]];
+        if (!af_tensor_same_shape(t, out))
+            return af_errorf(err, AF_ERR_RUNTIME, "fused group at node '%s': residual '%s' does not match the output",
+                             kn->name, g->values[s->residual_value[r]].name);
+        epi.steps[s->residual_step[r]].p = t->data;
+    }
+    return s->kernel.run(&s->kernel, &c, epi.n_steps ? &epi : NULL, e->pool, e->workspace);
+}
+
+af_status af_exec_run(af_exec *e, af_error *err) {
+    const af_graph *g = e->g;
     for (int v = 0; v < g->n_values; v++) {
         const af_value *val = &g->values[v];
         if (val->kind == AF_VALUE_INPUT && !e->env[v].data && af_tensor_numel(&e->env[v]) != 0)
             return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "graph input '%s' was not given", val->name);
     }
-    for (int i = 0; i < g->n_nodes; i++) {
-        const af_node *n = &g->nodes[i];
-        const af_op_info_t *info = af_op_info(n->op);
-        if (n->n_inputs > AF_MAX_NODE_IO || n->n_outputs > AF_MAX_NODE_IO)
-            return af_errorf(err, AF_ERR_LIMIT, "node '%s' has too many inputs or outputs", n->name);
-        for (int k = 0; k < n->n_inputs; k++) ins[k] = n->inputs[k] >= 0 ? &e->env[n->inputs[k]] : NULL;
-        for (int k = 0; k < n->n_outputs; k++) {
-            outs[k] = n->outputs[k] >= 0 ? &e->env[n->outputs[k]] : NULL;
-            if (outs[k]) drop(e, n->outputs[k]);
-        }
-        af_op_ctx c = {.node = n, .graph = g, .opset = g->opset, .n_inputs = n->n_inputs, .inputs = ins,
-                       .n_outputs = n->n_outputs, .outputs = outs, .err = err, .exec = e,
-                       .run_subgraph = run_subgraph};
-        af_status st = info->infer(&c);
-        if (st == AF_ERR_INVALID_MODEL) { /* the same check on run-time data is a bad input, not a bad file */
-            if (err) err->status = AF_ERR_RUNTIME;
-            return AF_ERR_RUNTIME;
-        }
+    int n_steps = e->plan ? e->plan->n_steps : g->n_nodes;
+    int reads[AF_MAX_NODE_IO];
+    for (int i = 0; i < n_steps; i++) {
+        const af_step *s = e->plan ? &e->plan->steps[i] : NULL;
+        af_status st;
+        if (!s) st = run_single(e, &g->nodes[i], NULL, err);
+        else if (s->output < 0) st = run_single(e, &g->nodes[s->anchor], &s->kernel, err);
+        else st = run_fused(e, s, err);
         if (st != AF_OK) return st;
-        bool self_alloc = n->op == AF_OP_IF || n->op == AF_OP_LOOP;
-        for (int k = 0; k < n->n_outputs; k++) {
-            if (!outs[k]) continue;
-            outs[k]->data = NULL;
-            if (self_alloc) continue;
-            st = place_output(e, n->outputs[k], err);
-            if (st == AF_ERR_RUNTIME)
-                return af_errorf(err, AF_ERR_RUNTIME, "node '%s' (%s): the shape of output '%s' is unknown", n->name,
-                                 n->op_type, g->values[n->outputs[k]].name);
-            if (st != AF_OK) return af_error_prefix(err, st, "node '%s' (%s)", n->name, n->op_type);
-        }
-        st = info->run(&c);
-        if (self_alloc)
-            for (int k = 0; k < n->n_outputs; k++)
-                if (outs[k] && outs[k]->data) e->owned[n->outputs[k]] = true;
-        if (st != AF_OK) return st;
+        if (!s || !e->lifetimes) continue;
         /* Free heap values whose last reader just ran. */
-        for (int k = 0; k < n->n_inputs; k++) {
-            int v = n->inputs[k];
-            if (v >= 0 && e->owned[v] && e->last_use[v] == i) drop(e, v);
-        }
+        int n = af_step_reads(g, s, reads, AF_MAX_NODE_IO);
+        for (int k = 0; k < n; k++)
+            if (e->owned[reads[k]] && e->lifetimes->last[reads[k]] == i) drop(e, reads[k]);
     }
     return AF_OK;
 }

@@ -1,17 +1,32 @@
 /*
  * Activation memory plan: every intermediate value with a static size gets an offset in one arena,
- * chosen from its lifetime (producing node .. last reading node) so that values alive at the same
- * time never overlap. Graph inputs, outputs and constants are not in the arena.
+ * chosen from its lifetime (producing step .. last reading step) so that values alive at the same
+ * time never overlap. Graph inputs, outputs and constants are not in the arena, nor are the
+ * intermediates a fused step keeps to itself (they never exist).
  *
- *   af_memory_plan plan;
- *   af_memory_plan_build(g, last_use, &plan, err);   // plan.offset[v] < 0: not planned
- *   ... arena = af_malloc_aligned(plan.arena_bytes) ...
- *   af_memory_plan_free(&plan);
+ *   af_lifetimes lt;
+ *   af_lifetimes_compute(g, plan, &lt, err);         // or plan NULL: one step per node
+ *   af_memory_plan mp;
+ *   af_memory_plan_build(g, &lt, &mp, err);          // mp.offset[v] < 0: not planned
+ *   ... arena = af_malloc_aligned(mp.arena_bytes) ...
+ *   af_memory_plan_free(&mp); af_lifetimes_free(&lt);
  */
 #ifndef AF_RUNTIME_MEMORY_PLAN_H
 #define AF_RUNTIME_MEMORY_PLAN_H
 
 #include "ir/graph.h"
+
+struct af_exec_plan;
+
+typedef struct af_lifetimes {
+    int n_values, n_steps;
+    int *first; /* per value: the step that writes it; -1 for values no step writes (inputs,
+                   constants, a fused step's intermediates) */
+    int *last;  /* per value: the last step reading it (n_steps for graph outputs, -1 if unread) */
+} af_lifetimes;
+
+af_status af_lifetimes_compute(const af_graph *g, const struct af_exec_plan *plan, af_lifetimes *lt, af_error *err);
+void af_lifetimes_free(af_lifetimes *lt);
 
 typedef struct af_memory_plan {
     int n_values;
@@ -21,11 +36,7 @@ typedef struct af_memory_plan {
     size_t live_bound;   /* max over steps of the bytes live at once: no plan can do better */
 } af_memory_plan;
 
-/* last_use[v]: index of the last node reading v (n_nodes for graph outputs, -1 if never read). */
-af_status af_memory_plan_build(const af_graph *g, const int *last_use, af_memory_plan *plan, af_error *err);
+af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_memory_plan *plan, af_error *err);
 void af_memory_plan_free(af_memory_plan *plan);
-
-/* Fills last_use (n_values entries) for g, counting reads made by subgraphs of a node. */
-void af_graph_last_uses(const af_graph *g, int *last_use);
 
 #endif

@@ -5,6 +5,7 @@
 #include "ir/model.h"
 #include "ir/tensor.h"
 #include "runtime/executor.h"
+#include "runtime/plan.h"
 #include "runtime/memory_plan.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -12,23 +13,30 @@
 struct af_session {
     const af_model *model;
     af_session_options opts;
-    int *last_use;
-    af_memory_plan plan;
+    af_exec_plan plan;
+    af_lifetimes lifetimes;
+    af_memory_plan memory;
     uint8_t *arena;
     int n_outputs;
     af_tensor *outputs; /* the last run's outputs, owned */
+    af_isa isa;
+    af_threadpool *pool;
+    void *workspace;    /* the largest scratch any kernel needs */
 };
 
 af_session_options af_session_options_default(void) {
-    return (af_session_options){.n_threads = 0, .fusion_level = 0};
+    return (af_session_options){.n_threads = 0, .fusion_level = 0, .reference_kernels = 0, .isa = NULL};
 }
 
 void af_session_free(af_session *s) {
     if (!s) return;
     for (int i = 0; s->outputs && i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
     af_free(s->outputs);
-    af_free(s->last_use);
-    af_memory_plan_free(&s->plan);
+    af_exec_plan_free(&s->plan);
+    af_lifetimes_free(&s->lifetimes);
+    af_free_aligned(s->workspace);
+    af_threadpool_free(s->pool);
+    af_memory_plan_free(&s->memory);
     af_free_aligned(s->arena);
     af_free(s);
 }
@@ -48,21 +56,38 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
     s->opts = *opts;
     s->n_outputs = g->n_outputs;
     s->outputs = af_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *s->outputs);
-    s->last_use = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *s->last_use);
     af_status st = AF_OK;
-    if (!s->outputs || !s->last_use) {
+    if (!s->outputs) {
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
         goto fail;
     }
-    af_graph_last_uses(g, s->last_use);
-    if ((st = af_memory_plan_build(g, s->last_use, &s->plan, err)) != AF_OK) goto fail;
-    if (s->plan.arena_bytes) {
-        s->arena = af_malloc_aligned(s->plan.arena_bytes);
-        if (!s->arena) {
-            st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: the activation arena needs %zu bytes",
-                           s->plan.arena_bytes);
+    s->isa = af_cpu_isa();
+    if (opts->isa && *opts->isa) {
+        int want = af_isa_parse(opts->isa);
+        if (want < 0) {
+            st = af_errorf(err, AF_ERR_INVALID_ARGUMENT, "isa '%s' is not one of avx512, avx2, scalar", opts->isa);
             goto fail;
         }
+        s->isa = af_cpu_isa_clamp((af_isa)want);
+    }
+    if ((st = af_threadpool_create(opts->n_threads, &s->pool)) != AF_OK) {
+        af_errorf(err, st, "cannot start %d threads", opts->n_threads);
+        goto fail;
+    }
+    int n_threads = af_threadpool_n_threads(s->pool);
+    st = af_exec_plan_unfused(g, s->isa, n_threads, opts->reference_kernels != 0, &s->plan, err);
+    if (st != AF_OK) goto fail;
+    if ((st = af_lifetimes_compute(g, &s->plan, &s->lifetimes, err)) != AF_OK) goto fail;
+    if ((st = af_memory_plan_build(g, &s->lifetimes, &s->memory, err)) != AF_OK) goto fail;
+    if (s->memory.arena_bytes && !(s->arena = af_malloc_aligned(s->memory.arena_bytes))) {
+        st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: the activation arena needs %zu bytes",
+                       s->memory.arena_bytes);
+        goto fail;
+    }
+    if (s->plan.workspace_bytes && !(s->workspace = af_malloc_aligned(s->plan.workspace_bytes))) {
+        st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: kernels need %zu bytes of scratch",
+                       s->plan.workspace_bytes);
+        goto fail;
     }
     *out = s;
     return AF_OK;
@@ -101,8 +126,14 @@ af_status af_session_run(af_session *s, int n_inputs, const char *const *names, 
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_run: NULL argument");
     const af_graph *g = s->model->graph;
     af_exec e;
-    af_status st = af_exec_init(&e, g, NULL, &s->plan, s->arena, s->last_use, err);
+    af_status st = af_exec_init(&e, g, NULL, err);
     if (st != AF_OK) return st;
+    e.plan = &s->plan;
+    e.lifetimes = &s->lifetimes;
+    e.memory = &s->memory;
+    e.arena = s->arena;
+    e.pool = s->pool;
+    e.workspace = s->workspace;
     for (int i = 0; i < n_inputs; i++) {
         int v = names[i] ? af_graph_find_value(g, names[i]) : -1;
         if (v < 0 || g->values[v].kind != AF_VALUE_INPUT) {
@@ -133,4 +164,6 @@ const char *af_session_output_name(const af_session *s, int i) {
     return s->model->graph->values[s->model->graph->outputs[i]].name;
 }
 
-size_t af_session_arena_bytes(const af_session *s) { return s ? s->plan.arena_bytes : 0; }
+size_t af_session_arena_bytes(const af_session *s) { return s ? s->memory.arena_bytes : 0; }
+
+const char *af_session_isa(const af_session *s) { return s ? af_isa_name(s->isa) : "unknown"; }

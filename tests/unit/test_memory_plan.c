@@ -10,14 +10,14 @@
 static const char *const fixtures[] = {"resnet_small", "mobilenet_v3_small", "bert_tiny", "resnet_small_bn_op11"};
 
 /* Checks every pair of planned values whose lifetimes overlap for overlapping byte ranges. */
-static int count_overlaps(const af_graph *g, const af_memory_plan *p, const int *last_use) {
+static int count_overlaps(const af_graph *g, const af_memory_plan *p, const af_lifetimes *lt) {
     int bad = 0;
     for (int a = 0; a < g->n_values; a++) {
         if (p->offset[a] < 0) continue;
-        int fa = g->values[a].producer, la = last_use[a] < fa ? fa : last_use[a];
+        int fa = lt->first[a], la = lt->last[a] < fa ? fa : lt->last[a];
         for (int b = a + 1; b < g->n_values; b++) {
             if (p->offset[b] < 0) continue;
-            int fb = g->values[b].producer, lb = last_use[b] < fb ? fb : last_use[b];
+            int fb = lt->first[b], lb = lt->last[b] < fb ? fb : lt->last[b];
             if (la < fb || lb < fa) continue;
             int64_t ao = p->offset[a], bo = p->offset[b];
             if (ao < bo + (int64_t)p->size[b] && bo < ao + (int64_t)p->size[a]) bad++;
@@ -40,18 +40,18 @@ AF_TEST(memory_plan_is_valid_and_near_the_live_bound_on_fixtures) {
         CHECK(st == AF_OK);
         if (st != AF_OK) continue;
         const af_graph *g = m->graph;
-        int *last_use = malloc((size_t)g->n_values * sizeof *last_use);
-        af_graph_last_uses(g, last_use);
+        af_lifetimes lt;
+        CHECK(af_lifetimes_compute(g, NULL, &lt, &err) == AF_OK);
         af_memory_plan plan;
-        CHECK(af_memory_plan_build(g, last_use, &plan, &err) == AF_OK);
-        CHECK_EQ_INT(count_overlaps(g, &plan, last_use), 0);
+        CHECK(af_memory_plan_build(g, &lt, &plan, &err) == AF_OK);
+        CHECK_EQ_INT(count_overlaps(g, &plan, &lt), 0);
         CHECK(plan.arena_bytes >= plan.live_bound);
         /* The greedy placement must stay within 10% of the bound (issue #3's target). */
         CHECK(plan.arena_bytes <= plan.live_bound + plan.live_bound / 10);
         printf("  %s: arena %zu bytes, live bound %zu (%.1f%%)\n", fixtures[i], plan.arena_bytes, plan.live_bound,
                plan.live_bound ? 100.0 * (double)plan.arena_bytes / (double)plan.live_bound : 0);
         af_memory_plan_free(&plan);
-        free(last_use);
+        af_lifetimes_free(&lt);
         af_model_free(m);
     }
 }

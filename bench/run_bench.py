@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Side-by-side latency and memory: autofusion against ONNX Runtime 1.30, interleaved in one run.
+
+Each round runs every configuration once, as its own process, in a rotated order, on the same
+inputs (the model's test_data_set_0) and thread count; the figure for a configuration is the median
+over rounds of each process's median latency. Ratios are autofusion / ONNX Runtime: below 1 is
+faster. Standard library only.
+
+  python3 bench/run_bench.py [--models resnet50,mobilenet_v3_large,bert_base] [--threads 1,2]
+                             [--rounds 5] [--iterations 20] [--warmup 5] [--levels 0]
+                             [--write bench/RESULTS.md]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def configs(levels):
+    cs = [(f"autofusion level {lv}", "af", lv) for lv in levels]
+    return cs + [("ORT disabled", "ort", "disabled"), ("ORT all", "ort", "all")]
+
+
+def command(kind, arg, model_dir, threads, a):
+    model = os.path.join(model_dir, "model.onnx")
+    inputs = os.path.join(model_dir, "test_data_set_0")
+    common = ["--warmup", str(a.warmup), "--iterations", str(a.iterations), "--threads", str(threads)]
+    if kind == "af":
+        return ["build/autofusion", "bench", model, "--inputs", inputs, "--level", str(arg), "--json"] + common
+    return ["node", "models/ort_run.js", model, "--bench", "--inputs", inputs, "--opt", arg] + common
+
+
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--models", default="resnet50,mobilenet_v3_large,bert_base")
+    p.add_argument("--models-dir", default="build/models")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--iterations", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--levels", default="0")
+    p.add_argument("--write", help="append the table to this markdown file")
+    a = p.parse_args()
+    levels = [int(x) for x in a.levels.split(",")]
+    cs = configs(levels)
+    lines = []
+    header = "| model | threads | " + " | ".join(f"{c[0]} ms" for c in cs) + " | " + \
+        " | ".join(f"{c[0]} / {o[0]}" for c in cs if c[1] == "af" for o in cs if o[1] == "ort") + \
+        " | peak RSS MiB (af / ORT all) |"
+    lines.append(header)
+    lines.append("|" + "---|" * (header.count("|") - 1))
+    for model in a.models.split(","):
+        model_dir = os.path.join(a.models_dir, model)
+        if not os.path.exists(os.path.join(model_dir, "model.onnx")):
+            sys.exit(f"{model_dir}/model.onnx is missing: run `sh models/make_fixtures.sh --full` first")
+        for threads in [int(t) for t in a.threads.split(",")]:
+            samples = {c[0]: [] for c in cs}
+            rss = {c[0]: [] for c in cs}
+            for r in range(a.rounds):
+                order = cs[r % len(cs):] + cs[:r % len(cs)]
+                for name, kind, arg in order:
+                    res = run_json(command(kind, arg, model_dir, threads, a))
+                    samples[name].append(res["median_ms"])
+                    rss[name].append(res.get("peak_rss_kb", 0) / 1024.0)
+            med = {k: statistics.median(v) for k, v in samples.items()}
+            ratios = [med[c[0]] / med[o[0]] for c in cs if c[1] == "af" for o in cs if o[1] == "ort"]
+            af0 = cs[0][0]
+            row = f"| {model} | {threads} | " + " | ".join(f"{med[c[0]]:.2f}" for c in cs) + " | " + \
+                " | ".join(f"{x:.2f}" for x in ratios) + \
+                f" | {statistics.median(rss[af0]):.0f} / {statistics.median(rss['ORT all']):.0f} |"
+            lines.append(row)
+            print(row, flush=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    cmd = "python3 bench/run_bench.py " + " ".join(sys.argv[1:])
+    text = (f"\n### {stamp}: `{cmd}`\n\nMachine: {cpu_name()}, {os.cpu_count()} CPUs; {a.rounds} interleaved "
+            f"rounds x {a.iterations} timed runs (+{a.warmup} warm-up) per configuration; medians of "
+            f"per-process medians.\n\n" + "\n".join(lines) + "\n")
+    print(text)
+    if a.write:
+        with open(os.path.join(ROOT, a.write), "a") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

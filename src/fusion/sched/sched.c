@@ -1,0 +1,144 @@
+/* Layer 3: builds the execution plan, one step per accepted group and per remaining node. */
+#include "fusion/sched/sched.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/error.h"
+
+static void reject(af_fusion_candidate *c, const char *why) {
+    c->accepted = false;
+    snprintf(c->reason, sizeof c->reason, "scheduler: %s", why);
+}
+
+/* Anchor + epilogue groups: the anchor's fast kernel with the compiled epilogue. */
+static bool build_anchor_step(const af_graph *g, af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                              af_error *err, af_status *st) {
+    char why[160] = "";
+    af_tensor w = {0}, b = {0};
+    if (!af_sched_compile_epilogue(g, c, s, &w, &b, why, sizeof why)) {
+        reject(c, why);
+        return false;
+    }
+    const af_tensor *overrides[3] = {NULL, w.data ? &w : NULL, b.data ? &b : NULL};
+    af_kernel_request req = {.graph = g, .node = &g->nodes[c->anchor], .isa = o->isa, .n_threads = o->n_threads,
+                             .n_overrides = w.data ? 3 : 0, .overrides = overrides};
+    *st = af_kernel_select(&req, &s->kernel, err);
+    if (*st != AF_OK) return false;
+    if (!s->kernel.run || !s->kernel.takes_epilogue) {
+        af_kernel_release(&s->kernel);
+        reject(c, "the anchor has no fast kernel for these shapes");
+        return false;
+    }
+    return true;
+}
+
+static bool build_step(const af_graph *g, af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                       af_error *err, af_status *st) {
+    memset(s, 0, sizeof *s);
+    *st = AF_OK;
+    s->family = (int)c->family;
+    snprintf(s->rule, sizeof s->rule, "%s", c->rule);
+    s->n_nodes = c->n_nodes;
+    s->nodes = af_malloc((size_t)c->n_nodes * sizeof *s->nodes);
+    if (!s->nodes) {
+        *st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory scheduling fusions");
+        return false;
+    }
+    memcpy(s->nodes, c->nodes, (size_t)c->n_nodes * sizeof *s->nodes);
+    s->output = c->output;
+    s->anchor = c->anchor;
+    bool ok = false;
+    const af_op anchor_op = c->anchor >= 0 ? g->nodes[c->anchor].op : AF_OP_UNKNOWN;
+    if (anchor_op == AF_OP_CONV || anchor_op == AF_OP_MAT_MUL || anchor_op == AF_OP_GEMM)
+        ok = build_anchor_step(g, c, o, s, err, st);
+    else
+        reject(c, "no fused kernel for this family yet");
+    if (!ok) af_step_release(s);
+    return ok;
+}
+
+static void log_step(const af_graph *g, const af_step *s, int index) {
+    char line[1024];
+    size_t used = (size_t)snprintf(line, sizeof line, "fused");
+    for (int i = 0; i < s->n_nodes && used < sizeof line; i++) {
+        const af_node *n = &g->nodes[s->nodes[i]];
+        used += (size_t)snprintf(line + used, sizeof line - used, "%s %s '%s'", i ? " +" : "", n->op_type, n->name);
+    }
+    fprintf(stderr, "%s into step %d (%s, %s)\n", line, index, s->rule, s->kernel.name ? s->kernel.name : "");
+}
+
+af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const af_sched_options *o,
+                         af_exec_plan *plan, af_error *err) {
+    memset(plan, 0, sizeof *plan);
+    plan->fusion_level = o->fusion_level;
+    int n = g->n_nodes;
+    int *group_of = af_malloc((size_t)(n ? n : 1) * sizeof *group_of); /* node -> fused step slot, or -1 */
+    int *last_of = af_malloc((size_t)(cands->n ? cands->n : 1) * sizeof *last_of);
+    af_step *fused = af_calloc((size_t)(cands->n ? cands->n : 1), sizeof *fused);
+    plan->steps = af_calloc((size_t)(n ? n : 1), sizeof *plan->steps);
+    af_status st = AF_OK;
+    int n_fused = 0;
+    if (!group_of || !last_of || !fused || !plan->steps) {
+        st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory scheduling fusions");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) group_of[i] = -1;
+    for (int k = 0; k < cands->n; k++) {
+        af_fusion_candidate *c = &cands->items[k];
+        if (!c->accepted) continue;
+        bool free_nodes = true;
+        for (int i = 0; i < c->n_nodes && free_nodes; i++) free_nodes = group_of[c->nodes[i]] < 0;
+        if (!free_nodes) { /* the cost layer resolves overlaps; this is the scheduler's own guard */
+            reject(c, "overlaps another accepted group");
+            continue;
+        }
+        if (!build_step(g, c, o, &fused[n_fused], err, &st)) {
+            if (st != AF_OK) goto done;
+            continue;
+        }
+        int last = -1;
+        for (int i = 0; i < c->n_nodes; i++) {
+            group_of[c->nodes[i]] = n_fused;
+            if (c->nodes[i] > last) last = c->nodes[i];
+        }
+        last_of[n_fused++] = last;
+    }
+    /* Steps in node order; a group runs where its last node stood, after every input it reads
+     * (their producers come earlier) and before every reader of its output (they come later). */
+    for (int i = 0; i < n; i++) {
+        af_step *s = &plan->steps[plan->n_steps];
+        if (group_of[i] >= 0) {
+            if (last_of[group_of[i]] != i) continue;
+            *s = fused[group_of[i]];
+            memset(&fused[group_of[i]], 0, sizeof fused[0]);
+            if (o->log) log_step(g, s, plan->n_steps);
+        } else {
+            s->anchor = i;
+            s->output = -1;
+            s->family = -1;
+            s->n_nodes = 1;
+            if (!(s->nodes = af_malloc(sizeof *s->nodes))) {
+                st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory scheduling fusions");
+                goto done;
+            }
+            s->nodes[0] = i;
+            plan->n_steps++;
+            af_kernel_request req = {.graph = g, .node = &g->nodes[i], .isa = o->isa, .n_threads = o->n_threads};
+            if ((st = af_kernel_select(&req, &s->kernel, err)) != AF_OK) goto done;
+            if (s->kernel.run && s->kernel.workspace_bytes > plan->workspace_bytes)
+                plan->workspace_bytes = s->kernel.workspace_bytes;
+            continue;
+        }
+        plan->n_steps++;
+        if (s->kernel.workspace_bytes > plan->workspace_bytes) plan->workspace_bytes = s->kernel.workspace_bytes;
+    }
+done:
+    for (int k = 0; fused && k < n_fused; k++) af_step_release(&fused[k]);
+    af_free(fused);
+    af_free(group_of);
+    af_free(last_of);
+    if (st != AF_OK) af_exec_plan_free(plan);
+    return st;
+}

@@ -1,0 +1,34 @@
+/*
+ * Layer 3, execution scheduling: turns the accepted fusion candidates into an execution plan in
+ * which each group is one step running one kernel. The new plan is built beside any existing one;
+ * on failure nothing is left behind, so a running session keeps its old plan untouched.
+ *
+ *   af_exec_plan plan;
+ *   if (af_sched_build(g, &cands, &opts, &plan, err) == AF_OK) ... swap it in ...
+ *
+ * A candidate the scheduler cannot build a kernel for (an epilogue form the kernels lack) is
+ * marked rejected with the reason, and its nodes run unfused.
+ */
+#ifndef AF_FUSION_SCHED_SCHED_H
+#define AF_FUSION_SCHED_SCHED_H
+
+#include "fusion/fusion.h"
+#include "runtime/plan.h"
+
+typedef struct af_sched_options {
+    af_isa isa;
+    int n_threads;
+    int fusion_level;
+    bool log;  /* print each rewrite to stderr: "fused Conv 'c1' + Relu 'r1' into step 3" */
+} af_sched_options;
+
+af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const af_sched_options *opts,
+                         af_exec_plan *plan, af_error *err);
+
+/* Compiles the nodes after a Conv/MatMul/Gemm anchor into an epilogue on step s (folding a
+ * BatchNormalization right after a Conv into its weights: w_override and b_override are then
+ * step-owned tensors). Returns false with `why` filled when some node has no epilogue form. */
+bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *c, af_step *s, af_tensor *w_override,
+                               af_tensor *b_override, char *why, size_t why_size);
+
+#endif
