@@ -122,3 +122,100 @@ AF_TEST(sched_fused_chains_match_unfused_on_fixtures) {
         af_model_free(m);
     }
 }
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+static void add_node(af_fusion_candidate *c, int n) {
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i] == n) return;
+    c->nodes[c->n_nodes++] = n;
+}
+
+/* Adds v's producer and, through Transpose/Reshape, theirs (up to `depth` levels). */
+static void add_back(const af_graph *g, af_fusion_candidate *c, int v, int depth) {
+    int p = v >= 0 ? g->values[v].producer : -1;
+    if (p < 0 || depth == 0) return;
+    af_op op = g->nodes[p].op;
+    if (op != AF_OP_TRANSPOSE && op != AF_OP_RESHAPE) return;
+    add_node(c, p);
+    add_back(g, c, g->nodes[p].inputs[0], depth - 1);
+}
+
+/* The exported attention block around each Softmax, collected by hand (the pattern layer's job). */
+static void attention_blocks(const af_graph *g, af_fusion_candidates *cs) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].op != AF_OP_SOFTMAX) continue;
+        af_fusion_candidate c = {.family = AF_FUSION_ATTENTION, .anchor = i, .accepted = true};
+        snprintf(c.rule, sizeof c.rule, "test_attention");
+        add_node(&c, i);
+        int v = g->nodes[i].inputs[0];
+        for (int hop = 0; hop < 3; hop++) { /* Add mask, Div, MatMul */
+            int p = g->values[v].producer;
+            if (p < 0) break;
+            add_node(&c, p);
+            if (g->nodes[p].op == AF_OP_MAT_MUL) {
+                add_back(g, &c, g->nodes[p].inputs[0], 2);
+                add_back(g, &c, g->nodes[p].inputs[1], 2);
+                break;
+            }
+            int a = g->nodes[p].inputs[0];
+            v = g->values[a].producer >= 0 && g->nodes[g->values[a].producer].op != AF_OP_UNKNOWN ? a : g->nodes[p].inputs[1];
+            if (g->nodes[p].op == AF_OP_ADD && g->values[g->nodes[p].inputs[1]].producer >= 0 &&
+                g->nodes[g->values[g->nodes[p].inputs[1]].producer].op == AF_OP_DIV)
+                v = g->nodes[p].inputs[1];
+        }
+        int out = g->nodes[i].outputs[0], next;
+        for (int hop = 0; hop < 3 && consumers(g, out, &next) == 1; hop++) { /* MatMul V, Transpose, Reshape */
+            add_node(&c, next);
+            if (g->nodes[next].op == AF_OP_MAT_MUL) add_back(g, &c, g->nodes[next].inputs[1], 2);
+            out = g->nodes[next].outputs[0];
+        }
+        c.output = out;
+        qsort(c.nodes, (size_t)c.n_nodes, sizeof c.nodes[0], cmp_int);
+        af_fusion_candidates_push(cs, &c, NULL);
+    }
+}
+
+AF_TEST(sched_fused_attention_matches_unfused_on_bert) {
+    const char *names[] = {"bert_tiny", "bert_tiny_op11", "bert_tiny_dynamic"};
+    for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
+        char dir[1024], path[1100];
+        snprintf(dir, sizeof dir, "%s/models/%s", af_test_dir(), names[f]);
+        snprintf(path, sizeof path, "%s/model.onnx", dir);
+        af_model *m = NULL;
+        CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
+        if (!m) continue;
+        const af_graph *g = m->graph;
+        af_fusion_candidates cs = {0};
+        attention_blocks(g, &cs);
+        CHECK_EQ_INT(cs.n, 2); /* two layers */
+        af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 3};
+        af_exec_plan fused, plain;
+        CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
+        CHECK(af_exec_plan_unfused(g, af_cpu_isa(), 1, false, &plain, NULL) == AF_OK);
+        /* With symbolic batch and sequence the head split is a run-time Reshape: not provably the
+         * attention layout, so the scheduler must refuse it (and the graph still runs unfused). */
+        bool dynamic = strstr(names[f], "dynamic") != NULL;
+        for (int k = 0; k < cs.n; k++) {
+            CHECK(cs.items[k].accepted == !dynamic);
+            if (!cs.items[k].accepted) printf("  %s: %s\n", names[f], cs.items[k].reason);
+        }
+        af_tensor a = {0}, b = {0};
+        CHECK(run_plan(g, &fused, dir, &a) == AF_OK);
+        CHECK(run_plan(g, &plain, dir, &b) == AF_OK);
+        CHECK(af_tensor_same_shape(&a, &b));
+        int64_t n = af_tensor_numel(&b), bad = 0;
+        for (int64_t i = 0; a.data && b.data && i < n; i++) {
+            double x = ((float *)a.data)[i], y = ((float *)b.data)[i];
+            if (fabs(x - y) > 1e-4 + 1e-3 * fabs(y)) bad++;
+        }
+        CHECK_EQ_INT(bad, 0);
+        printf("  %s: %d attention blocks, %d steps instead of %d\n", names[f], cs.n, fused.n_steps, plain.n_steps);
+        af_tensor_free_data(&a);
+        af_tensor_free_data(&b);
+        af_exec_plan_free(&fused);
+        af_exec_plan_free(&plain);
+        af_fusion_candidates_free(&cs);
+        af_model_free(m);
+    }
+}

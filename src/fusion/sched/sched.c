@@ -51,10 +51,15 @@ static bool build_step(const af_graph *g, af_fusion_candidate *c, const af_sched
     s->anchor = c->anchor;
     bool ok = false;
     const af_op anchor_op = c->anchor >= 0 ? g->nodes[c->anchor].op : AF_OP_UNKNOWN;
-    if (anchor_op == AF_OP_CONV || anchor_op == AF_OP_MAT_MUL || anchor_op == AF_OP_GEMM)
+    char why[160] = "";
+    if (anchor_op == AF_OP_CONV || anchor_op == AF_OP_MAT_MUL || anchor_op == AF_OP_GEMM) {
         ok = build_anchor_step(g, c, o, s, err, st);
-    else
+    } else if (c->family == AF_FUSION_ATTENTION) {
+        ok = af_sched_build_attention(g, c, o, s, why, sizeof why);
+        if (!ok) reject(c, why);
+    } else {
         reject(c, "no fused kernel for this family yet");
+    }
     if (!ok) af_step_release(s);
     return ok;
 }

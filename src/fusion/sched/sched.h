@@ -31,4 +31,8 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
 bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *c, af_step *s, af_tensor *w_override,
                                af_tensor *b_override, char *why, size_t why_size);
 
+/* Builds the fused attention step of an attention_blocks group (see attention_step.c). */
+bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                              char *why, size_t why_size);
+
 #endif

@@ -1,0 +1,187 @@
+/*
+ * Builds the fused step of an attention_blocks group: reads the group's structure (Reshape and
+ * Transpose of the Q, K and V projections, MatMul, scale, mask Add, Softmax, MatMul, Transpose,
+ * Reshape, as torch exports BERT's self-attention) and runs the fused attention kernel on the
+ * projections directly, so none of the layout copies or the score tensor exist.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "fusion/sched/sched.h"
+#include "kernels/fast/attention.h"
+#include "util/alloc.h"
+
+typedef struct attention_state {
+    af_isa isa;
+    int64_t heads, head_dim;
+    float scale;
+    bool has_mask;
+    int n_threads;
+} attention_state;
+
+static bool in_group(const af_fusion_candidate *c, int node) {
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i] == node) return true;
+    return false;
+}
+
+/* The group node producing value v, or NULL when v comes from outside the group. */
+static const af_node *producer_in(const af_graph *g, const af_fusion_candidate *c, int v) {
+    int p = v >= 0 ? g->values[v].producer : -1;
+    return p >= 0 && in_group(c, p) ? &g->nodes[p] : NULL;
+}
+
+/* The single group node reading v. */
+static const af_node *consumer_in(const af_graph *g, const af_fusion_candidate *c, int v) {
+    const af_node *found = NULL;
+    for (int i = 0; i < c->n_nodes; i++) {
+        const af_node *n = &g->nodes[c->nodes[i]];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] == v) {
+                if (found && found != n) return NULL;
+                found = n;
+            }
+    }
+    return found;
+}
+
+static bool perm_is(const af_node *t, const int64_t *want) {
+    const int64_t *p;
+    if (!t || t->op != AF_OP_TRANSPOSE || af_node_attr_ints(t, "perm", &p) != 4) return false;
+    for (int i = 0; i < 4; i++)
+        if (p[i] != want[i]) return false;
+    return true;
+}
+
+static const float *scalar_const(const af_graph *g, int v) {
+    const af_tensor *t = v >= 0 && g->values[v].kind == AF_VALUE_CONST ? &g->values[v].t : NULL;
+    return t && t->dtype == AF_DTYPE_FLOAT && af_tensor_numel(t) == 1 ? t->data : NULL;
+}
+
+/* Follows Transpose(perm) <- Reshape [B,S,H,D] back to the projection value; -1 if the form differs. */
+static int projection(const af_graph *g, const af_fusion_candidate *c, int v, const int64_t *perm, int64_t *heads,
+                      int64_t *head_dim) {
+    const af_node *t = producer_in(g, c, v);
+    if (!perm_is(t, perm)) return -1;
+    const af_node *r = producer_in(g, c, t->inputs[0]);
+    if (!r || r->op != AF_OP_RESHAPE) return -1;
+    const af_tensor *rs = &g->values[r->outputs[0]].t, *src = &g->values[r->inputs[0]].t;
+    if (rs->rank != 4 || src->rank != 3 || producer_in(g, c, r->inputs[0])) return -1;
+    *heads = rs->dims[2];
+    *head_dim = rs->dims[3];
+    return r->inputs[0];
+}
+
+static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
+                               void *workspace) {
+    (void)epi;
+    const attention_state *s = k->state;
+    const af_tensor *q = af_ctx_input(c, 0), *kt = af_ctx_input(c, 1), *v = af_ctx_input(c, 2);
+    const af_tensor *mask = s->has_mask ? af_ctx_input(c, 3) : NULL;
+    af_tensor *out = af_ctx_output(c, 0);
+    int64_t hd = s->heads * s->head_dim;
+    if (q->rank != 3 || q->dims[2] != hd || !af_tensor_same_shape(q, kt) || !af_tensor_same_shape(q, v) ||
+        af_tensor_numel(out) != af_tensor_numel(q))
+        return af_ctx_fail(c, AF_ERR_RUNTIME, "attention inputs do not have the planned [B, S, %lld] layout",
+                           (long long)hd);
+    af_attention_desc d = af_attention_desc_packed(q->dims[0], q->dims[1], kt->dims[1], s->heads, s->head_dim);
+    d.q = q->data;
+    d.k = kt->data;
+    d.v = v->data;
+    d.out = out->data;
+    d.scale = s->scale;
+    d.isa = s->isa;
+    if (mask) { /* [B,1,1,S] or [B,1,S,S]; a batch dim of 1 broadcasts */
+        if (mask->dtype != AF_DTYPE_FLOAT || mask->rank != 4 || mask->dims[1] != 1 || mask->dims[3] != d.seq_k ||
+            (mask->dims[2] != 1 && mask->dims[2] != d.seq_q) || (mask->dims[0] != 1 && mask->dims[0] != d.batch))
+            return af_ctx_fail(c, AF_ERR_RUNTIME, "attention mask shape is not [B,1,1,S] or [B,1,S,S]");
+        d.mask = mask->data;
+        d.mask_row_stride = mask->dims[2] == 1 ? 0 : d.seq_k;
+        d.mask_batch_stride = mask->dims[0] == 1 ? 0 : mask->dims[2] * d.seq_k;
+        d.mask_head_stride = 0;
+    }
+    size_t need = af_attention_workspace_size(&d, af_threadpool_n_threads(pool));
+    void *own = NULL; /* a sequence longer than planned (dynamic shapes) pays for its own scratch */
+    if (need > k->workspace_bytes && !(own = af_malloc_aligned(need)))
+        return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for attention scratch");
+    d.workspace = own ? own : workspace;
+    d.workspace_size = own ? need : k->workspace_bytes;
+    af_status st = af_attention_run(&d, pool);
+    af_free_aligned(own);
+    return st == AF_OK ? AF_OK : af_ctx_fail(c, st, "fused attention failed");
+}
+
+bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                              char *why, size_t why_size) {
+    static const int64_t to_heads[4] = {0, 2, 1, 3}, to_heads_t[4] = {0, 2, 3, 1};
+    const af_node *sm = c->anchor >= 0 ? &g->nodes[c->anchor] : NULL;
+    int64_t axis = sm ? af_node_attr_int(sm, "axis", g->opset >= 13 ? -1 : 1) : 0;
+    if (!sm || sm->op != AF_OP_SOFTMAX || !(axis == -1 || axis == 3)) {
+        snprintf(why, why_size, "the anchor is not a Softmax over the last axis");
+        return false;
+    }
+    /* Softmax <- [Add mask] <- Div/Mul scale <- MatMul(q, kT), in either order of mask and scale. */
+    float scale = 1.0f;
+    int mask = -1, v = sm->inputs[0];
+    const af_node *qk = NULL;
+    for (int hops = 0; hops < 3 && !qk; hops++) {
+        const af_node *n = producer_in(g, c, v);
+        if (!n) break;
+        if (n->op == AF_OP_MAT_MUL) {
+            qk = n;
+        } else if ((n->op == AF_OP_DIV || n->op == AF_OP_MUL) && scalar_const(g, n->inputs[1])) {
+            float k = *scalar_const(g, n->inputs[1]);
+            scale *= n->op == AF_OP_DIV ? 1.0f / k : k;
+            v = n->inputs[0];
+        } else if (n->op == AF_OP_ADD && mask < 0) {
+            int a = n->inputs[0], b = n->inputs[1];
+            bool a_in = producer_in(g, c, a) != NULL, b_in = producer_in(g, c, b) != NULL;
+            if (a_in == b_in) break;
+            mask = a_in ? b : a;
+            v = a_in ? a : b;
+        } else {
+            break;
+        }
+    }
+    int64_t hq = 0, dq = 0, hk = 0, dk = 0, hv = 0, dv = 0;
+    int qv = qk ? projection(g, c, qk->inputs[0], to_heads, &hq, &dq) : -1;
+    int kv = qk ? projection(g, c, qk->inputs[1], to_heads_t, &hk, &dk) : -1;
+    const af_node *pv = consumer_in(g, c, sm->outputs[0]);
+    int vv = pv && pv->op == AF_OP_MAT_MUL && pv->inputs[0] == sm->outputs[0]
+                 ? projection(g, c, pv->inputs[1], to_heads, &hv, &dv)
+                 : -1;
+    const af_node *t = pv ? consumer_in(g, c, pv->outputs[0]) : NULL;
+    const af_node *r = perm_is(t, to_heads) ? consumer_in(g, c, t->outputs[0]) : NULL;
+    if (qv < 0 || kv < 0 || vv < 0 || !r || r->op != AF_OP_RESHAPE || r->outputs[0] != c->output ||
+        hq != hk || hq != hv || dq != dk || dq != dv || hq <= 0 || dq <= 0) {
+        snprintf(why, why_size, "the group is not the exported self-attention form");
+        return false;
+    }
+    attention_state *st = af_calloc(1, sizeof *st);
+    af_node *kn = af_calloc(1, sizeof *kn);
+    int *ins = af_malloc(4 * sizeof *ins), *outs = af_malloc(sizeof *outs);
+    char *name = af_malloc(strlen(sm->name) + 1), *op_type = af_malloc(8), *domain = af_malloc(1);
+    if (!st || !kn || !ins || !outs || !name || !op_type || !domain) {
+        af_free(st), af_free(kn), af_free(ins), af_free(outs), af_free(name), af_free(op_type), af_free(domain);
+        snprintf(why, why_size, "out of memory");
+        return false;
+    }
+    *st = (attention_state){.isa = o->isa, .heads = hq, .head_dim = dq, .scale = scale, .has_mask = mask >= 0,
+                            .n_threads = o->n_threads};
+    /* The kernel's own node: the four values it reads, standing in for the group. */
+    strcpy(name, sm->name);
+    strcpy(op_type, "Softmax");
+    domain[0] = 0;
+    ins[0] = qv, ins[1] = kv, ins[2] = vv, ins[3] = mask;
+    outs[0] = c->output;
+    *kn = (af_node){.name = name, .op_type = op_type, .domain = domain, .op = AF_OP_SOFTMAX,
+                    .n_inputs = mask >= 0 ? 4 : 3, .inputs = ins, .n_outputs = 1, .outputs = outs};
+    s->kernel_node = kn;
+    const af_tensor *qt = &g->values[qv].t;
+    af_attention_desc d = af_attention_desc_packed(qt->dims[0] > 0 ? qt->dims[0] : 1, qt->dims[1] > 0 ? qt->dims[1] : 1,
+                                                   qt->dims[1] > 0 ? qt->dims[1] : 1, hq, dq);
+    d.isa = o->isa;
+    s->kernel = (af_kernel){.name = af_attention_name(&d), .state = st, .run = attention_run, .free_state = af_free,
+                            .workspace_bytes = af_attention_workspace_size(&d, o->n_threads > 0 ? o->n_threads : 1)};
+    return true;
+}
