@@ -228,11 +228,14 @@ static int cmd_run(int argc, char **argv, int bench) {
     opts.reference_kernels = reference;
     opts.isa = isa;
     double t_create = now_ms();
-    if (af_session_create(m, &opts, &s, &err) != AF_OK) {
+    /* The session owns the model from here: weights it packs are not kept twice. */
+    if (af_session_create_owning(m, &opts, &s, &err) != AF_OK) {
         fail("%s: %s", path, err.message);
         goto done;
     }
-    n_in = af_model_n_inputs(m);
+    const af_model *model = m;
+    m = NULL;
+    n_in = af_model_n_inputs(model);
     if (n_in > MAX_INPUTS) {
         fail("%s: more than 64 inputs%s", path, "");
         n_in = 0;
@@ -242,7 +245,7 @@ static int cmd_run(int argc, char **argv, int bench) {
         int found = 0;
         for (int i = 0; i < n_in; i++) {
             af_value_info v;
-            af_model_input_info(m, i, &v);
+            af_model_input_info(model, i, &v);
             found |= strcmp(v.name, in_names[g]) == 0;
         }
         if (!found) {
@@ -253,7 +256,7 @@ static int cmd_run(int argc, char **argv, int bench) {
     }
     for (int i = 0; i < n_in; i++) {
         af_value_info v;
-        af_model_input_info(m, i, &v);
+        af_model_input_info(model, i, &v);
         names[i] = v.name;
         const char *file = NULL;
         char dir_file[4096];

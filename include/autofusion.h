@@ -146,6 +146,11 @@ af_session_options af_session_options_default(void);
  * inference at a time: calls to af_session_run on one session must not overlap. */
 af_status af_session_create(const af_model *model, const af_session_options *opts, af_session **out,
                             af_error *err);
+/* As af_session_create, but the session takes ownership of the model (af_session_free frees it)
+ * and drops the model's copy of every weight its kernels hold packed, so weights are in memory
+ * once. On failure the model is still the caller's. */
+af_status af_session_create_owning(af_model *model, const af_session_options *opts, af_session **out,
+                                   af_error *err);
 /* Runs the graph. inputs[i] is bound to the graph input called names[i]; every graph input without a
  * default initializer must be given. Input data is read, never kept. */
 af_status af_session_run(af_session *session, int n_inputs, const char *const *names,

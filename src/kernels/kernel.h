@@ -38,6 +38,8 @@ typedef struct af_kernel {
     void *state;             /* prepared data (packed weights, parameters), owned */
     size_t workspace_bytes;  /* scratch one run needs, for the largest shape it accepts */
     bool takes_epilogue;     /* run applies a fused epilogue (else fusion must not attach one) */
+    unsigned packed_inputs;  /* bit i: the kernel holds its own copy of constant input i and never
+                                reads that input's data while running (only its shape) */
     af_kernel_run_fn run;    /* NULL: no fast kernel; the reference kernel runs */
     void (*free_state)(void *state);
 } af_kernel;

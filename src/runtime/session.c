@@ -12,6 +12,7 @@
 
 struct af_session {
     const af_model *model;
+    af_model *owned_model; /* freed with the session (af_session_create_owning) */
     af_session_options opts;
     af_exec_plan plan;
     af_lifetimes lifetimes;
@@ -37,6 +38,7 @@ void af_session_free(af_session *s) {
     af_free_aligned(s->workspace);
     af_threadpool_free(s->pool);
     af_memory_plan_free(&s->memory);
+    af_model_free(s->owned_model);
     af_free_aligned(s->arena);
     af_free(s);
 }
@@ -94,6 +96,46 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
 fail:
     af_session_free(s);
     return st;
+}
+
+/* Frees the model's data of constants that every reader holds packed: the packed copy replaces
+ * the original instead of sitting beside it. The value keeps its shape, which kernels still read. */
+static void release_packed_weights(af_session *s) {
+    af_graph *g = s->owned_model->graph;
+    for (int v = 0; v < g->n_values; v++) {
+        af_value *val = &g->values[v];
+        if (val->kind != AF_VALUE_CONST || !val->t.data || val->is_output) continue;
+        bool all_packed = true, read = false;
+        for (int i = 0; i < s->plan.n_steps && all_packed; i++) {
+            const af_step *st = &s->plan.steps[i];
+            for (int j = 0; j < st->n_nodes && all_packed; j++) {
+                const af_node *n = &g->nodes[st->nodes[j]];
+                for (int k = 0; k < n->n_inputs; k++) {
+                    if (n->inputs[k] != v) continue;
+                    read = true;
+                    /* Only the anchor's own kernel holds packed copies; a fused group's other
+                     * nodes were compiled into the epilogue, which keeps no pointer into W. */
+                    bool packed = st->nodes[j] == st->anchor && !st->kernel_node && k < 32 &&
+                                  (st->kernel.packed_inputs >> k & 1u);
+                    if (!packed) all_packed = false;
+                }
+                for (int a = 0; a < n->n_attrs; a++) /* read by a subgraph */
+                    for (int q = 0; n->attrs[a].g && q < n->attrs[a].g->n_values; q++)
+                        if (n->attrs[a].g->values[q].kind == AF_VALUE_OUTER && n->attrs[a].g->values[q].outer_id == v)
+                            all_packed = false;
+            }
+        }
+        if (read && all_packed) af_tensor_free_data(&val->t);
+    }
+}
+
+af_status af_session_create_owning(af_model *model, const af_session_options *opts, af_session **out,
+                                   af_error *err) {
+    af_status st = af_session_create(model, opts, out, err);
+    if (st != AF_OK) return st;
+    (*out)->owned_model = model;
+    release_packed_weights(*out);
+    return AF_OK;
 }
 
 static af_status check_input(const af_value *decl, const af_tensor *t, af_error *err) {

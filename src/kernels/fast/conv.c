@@ -225,6 +225,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
     k->free_state = conv_free;
     k->run = conv_run;
     k->takes_epilogue = true;
+    k->packed_inputs = 1u << 1; /* W is packed (or copied, for depthwise); the bias is read in place */
     return AF_OK;
 unplanned:
     conv_free(s);

@@ -185,6 +185,7 @@ af_status af_fast_matmul_prepare(const af_kernel_request *req, af_kernel *k, af_
     k->free_state = matmul_free;
     k->run = matmul_run;
     k->takes_epilogue = true;
+    if (s->packed_b) k->packed_inputs = 1u << 1;
     return AF_OK;
 skip:
     matmul_free(s);
