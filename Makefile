@@ -12,7 +12,7 @@ endif
 
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 CFLAGS := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -Wno-format-truncation $(OPT) -Iinclude -Isrc -I$(BUILD)/gen
-LDLIBS := -lprotobuf-c -lm -lpthread
+LDLIBS := -lprotobuf-c -lcjson -lm -lpthread
 LDFLAGS := $(OPT)
 
 GEN_C := $(BUILD)/gen/onnx.pb-c.c

@@ -2,7 +2,7 @@
 # Installs what building and testing autofusion needs on Debian 12 (run as root, or with sudo).
 # Only Debian packages: the ONNX schema and backend test data come from libonnx-dev/libonnx-testdata.
 set -e
-pkgs="build-essential clang libclang-rt-14-dev protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata"
+pkgs="build-essential clang libclang-rt-14-dev protobuf-c-compiler libprotobuf-c-dev libcjson-dev libonnx-dev libonnx-testdata"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

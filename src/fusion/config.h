@@ -57,9 +57,10 @@ typedef struct af_fusion_config {
     double peak_gflops, bandwidth_gbs; /* given in config instead of measured (0 = measure) */
 } af_fusion_config;
 
+/* Fills cfg with the defaults; frees nothing (call it on a fresh struct). */
 void af_fusion_config_default(af_fusion_config *cfg);
 /* Parses JSON text over the defaults already in cfg. Errors name the key: "fusion_policy.conv_bn_relu:
- * 'sometimes' is not one of always, memory_aware, aggressive, never". */
+ * 'sometimes' is not one of always, memory_aware, aggressive, never". On error cfg is unchanged. */
 af_status af_fusion_config_parse(const char *json, af_fusion_config *cfg, af_error *err);
 af_status af_fusion_config_load_file(const char *path, af_fusion_config *cfg, af_error *err);
 void af_fusion_config_free(af_fusion_config *cfg);
