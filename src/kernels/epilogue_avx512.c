@@ -41,7 +41,8 @@ TARGET void af_epilogue_apply_avx512(const af_epilogue *e, float *c, int64_t ldc
             TILE_LOOP(x = _mm512_fmadd_ps(x, _mm512_set1_ps(p[m0 + i]), _mm512_set1_ps(q[m0 + i])));
             break;
         case AF_EPI_SCALE_SHIFT_COL:
-            TILE_LOOP(x = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m, p + n0 + j), _mm512_maskz_loadu_ps(m, q + n0 + j)));
+            TILE_LOOP(x = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m, p + n0 + j),
+                                          _mm512_maskz_loadu_ps(m, q + n0 + j)));
             break;
         case AF_EPI_ADD:
             TILE_LOOP(x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, p + (m0 + i) * s->ld + n0 + j)));

@@ -70,7 +70,8 @@
 AF_VM_TARGET_AVX512 static inline __m512 af_vexp_avx512(__m512 x) {
     /* max/min return their second operand when one is NaN, so NaN flows through. */
     x = _mm512_min_ps(AF_VM_Z(AF_VM_EXP_HI), _mm512_max_ps(AF_VM_Z(AF_VM_EXP_LO), x));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, AF_VM_Z(AF_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, AF_VM_Z(AF_VM_LOG2E)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, AF_VM_Z(AF_VM_LN2_HI), x);
     r = _mm512_fnmadd_ps(n, AF_VM_Z(AF_VM_LN2_LO), r);
     __m512 q = _mm512_fmadd_ps(AF_VM_Z(AF_VM_EXP_Q4), r, AF_VM_Z(AF_VM_EXP_Q3));
@@ -85,7 +86,8 @@ AF_VM_TARGET_AVX512 static inline __m512 af_vexp_avx512(__m512 x) {
 AF_VM_TARGET_AVX512 static inline __m512 af_vsigmoid_avx512(__m512 x) {
     /* e = exp(-|x|) never overflows; sigmoid = 1/(1+e) for x >= 0, e/(1+e) below (one division:
      * for x < 0 this rounds once where e * (1/(1+e)) would round twice). */
-    __m512 e = af_vexp_avx512(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))));
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    __m512 e = af_vexp_avx512(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign)));
     __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
     __m512 num = _mm512_mask_mov_ps(AF_VM_Z(1.0f), neg, e);
     return _mm512_div_ps(num, _mm512_add_ps(AF_VM_Z(1.0f), e));
@@ -100,10 +102,13 @@ AF_VM_TARGET_AVX512 static inline __m512 af_vtanh_avx512(__m512 x) {
     p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_TANH_P2));
     p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_TANH_P1));
     p = _mm512_fmadd_ps(p, x2, AF_VM_Z(AF_VM_TANH_P0));
+    const __m512i xsign = _mm512_and_si512(sign, _mm512_castps_si512(x));
+    /* x + x^3 P loses the sign of -0; the result's sign is always x's, so put it back. */
     __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(x, x2), p, x);
+    small = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(small), xsign));
     __m512 e = af_vexp_avx512(_mm512_mul_ps(ax, AF_VM_Z(-2.0f)));
     __m512 big = _mm512_sub_ps(AF_VM_Z(1.0f), _mm512_div_ps(_mm512_add_ps(e, e), _mm512_add_ps(AF_VM_Z(1.0f), e)));
-    big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), _mm512_and_si512(sign, _mm512_castps_si512(x))));
+    big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), xsign));
     __mmask16 is_small = _mm512_cmp_ps_mask(ax, AF_VM_Z(AF_VM_TANH_SMALL), _CMP_LT_OQ);
     return _mm512_mask_mov_ps(big, is_small, small);
 }
@@ -131,7 +136,8 @@ AF_VM_TARGET_AVX512 static inline __m512 af_verf_avx512(__m512 x) {
     l = _mm512_fmadd_ps(l, t, AF_VM_Z(AF_VM_ERF_L0));
     __m512 big = _mm512_sub_ps(AF_VM_Z(1.0f), af_vexp_avx512(l));
     big = _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(ax, AF_VM_Z(AF_VM_ERF_ONE), _CMP_GE_OQ), AF_VM_Z(1.0f));
-    big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), _mm512_and_si512(sign, _mm512_castps_si512(x))));
+    const __m512i xsign = _mm512_and_si512(sign, _mm512_castps_si512(x));
+    big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), xsign));
     __mmask16 is_small = _mm512_cmp_ps_mask(ax, AF_VM_Z(1.0f), _CMP_LE_OQ);
     return _mm512_mask_mov_ps(big, is_small, small);
 }
@@ -176,10 +182,11 @@ AF_VM_TARGET_AVX2 static inline __m256 af_vtanh_avx2(__m256 x) {
     p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_TANH_P2));
     p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_TANH_P1));
     p = _mm256_fmadd_ps(p, x2, AF_VM_Y(AF_VM_TANH_P0));
-    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, x2), p, x);
+    const __m256 xsign = _mm256_and_ps(sign, x);
+    __m256 small = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(x, x2), p, x), xsign);
     __m256 e = af_vexp_avx2(_mm256_mul_ps(ax, AF_VM_Y(-2.0f)));
     __m256 big = _mm256_sub_ps(AF_VM_Y(1.0f), _mm256_div_ps(_mm256_add_ps(e, e), _mm256_add_ps(AF_VM_Y(1.0f), e)));
-    big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
+    big = _mm256_or_ps(big, xsign);
     return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, AF_VM_Y(AF_VM_TANH_SMALL), _CMP_LT_OQ));
 }
 

@@ -2,6 +2,7 @@
  * thread pool, and the loops that feed the per-ISA microkernels and epilogue appliers. */
 #include "kernels/gemm/gemm.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "kernels/gemm/gemm_internal.h"
@@ -66,7 +67,8 @@ static af_status pack_operand(af_isa isa, bool is_b, int64_t batch, int64_t rows
         af_free(p);
         return AF_ERR_OUT_OF_MEMORY;
     }
-    for (int64_t b = 0; b < batch; b++) cfg->pack(src + b * stride, ld, lanes_contiguous, rows, w, K, p->data + b * item);
+    for (int64_t b = 0; b < batch; b++)
+        cfg->pack(src + b * stride, ld, lanes_contiguous, rows, w, K, p->data + b * item);
     *out = p;
     return AF_OK;
 }
@@ -92,11 +94,14 @@ size_t af_gemm_packed_bytes(const af_gemm_packed *p) { return p ? p->bytes : 0; 
 /* ---- blocking ----------------------------------------------------------------------------------- */
 
 /* Cache blocking, fixed by the isa, the cache sizes and K only (never by the thread count, so the
- * summation order, and hence every result bit, is the same for any number of threads):
- *   kc: K is cut into equal blocks of at most KC_MAX; one block of a B panel (kc x NR) and of an
- *       A panel (kc x MR) stay in L1 while the microkernel runs;
- *   mc: the rows of A packed at once (mc x kc in about half of L2);
- *   nc: the columns of B packed at once (kc x nc in about half of L2). */
+ * summation order, and hence every result bit, is the same for any number of threads). Loop order
+ * per task: N blocks (nc) > K blocks (kc) > M blocks (mc) > B panels (NR) > A panels (MR), so a
+ * B panel is reused from L1/L2 by every A panel of the M block, and the A block from L2 by every
+ * B panel:
+ *   kc: K is cut into equal blocks of at most KC_MAX (320; 256..512 measured the same on the
+ *       benchmark shapes), so C is read back only every kc steps;
+ *   mc: the rows of A per block (mc x kc in about half of L2);
+ *   nc: the columns of B per block (kc x nc in about half of L2). */
 typedef struct blocking {
     int64_t kc, n_kb; /* block length and count of K blocks */
     int64_t mc, nc;   /* multiples of MR and NR */
@@ -136,29 +141,36 @@ static int64_t ws_floats_per_thread(const af_gemm_desc *d, const af_gemm_isa_cfg
     return (n + 15) & ~(int64_t)15; /* keep each thread's slice 64-byte aligned */
 }
 
-/* Splits each batch item's C into n_mt x n_nt tasks so that n_threads threads get even work. */
+/* Splits each batch item's C into n_mt x n_nt tasks for n_threads threads. The pool hands tasks
+ * out dynamically, so several tasks per thread keep the threads busy to the end even when one of
+ * them is slowed (a shared machine); the grid minimizes the estimated time of the slowest thread:
+ * rounds of tasks times the cost of one, where a task costs its (padded) tile area plus the packing
+ * it repeats (its rows of A and its columns of B, each worth about 8 rows or columns of compute). */
+#define TASKS_PER_THREAD 2
+
 static void choose_tasks(gemm_run *r, int n_threads) {
     const af_gemm_desc *d = r->d;
     const int64_t mr = r->cfg->mr, nr = r->cfg->nr;
     const int64_t mp = ceil_div(d->M, mr), np = ceil_div(d->N, nr);
     r->n_mt = r->n_nt = 1;
-    /* Enough batch items to go round evenly: one task per item. */
-    if (n_threads > 1 && !(d->batch % n_threads == 0 || d->batch >= 4 * (int64_t)n_threads)) {
-        /* Split every item n_threads ways; pick the M x N grid with the least work per task,
-         * counting the packing each task repeats (B when split along M, A when along N). */
+    if (n_threads > 1) {
+        const int64_t want = min64((int64_t)TASKS_PER_THREAD * n_threads, d->batch * mp * np);
         double best = -1;
-        for (int64_t sm = 1; sm <= n_threads; sm++) {
-            if (n_threads % sm) continue;
-            const int64_t sn = n_threads / sm;
-            if (sm > mp || sn > np) continue;
-            const double rows = (double)ceil_div(mp, sm) * mr, cols = (double)ceil_div(np, sn) * nr;
-            double work = rows * cols;
-            if (!d->packed_b) work += 2.0 * cols;
-            if (!d->packed_a) work += 2.0 * rows;
-            if (best < 0 || work < best) {
-                best = work;
-                r->n_mt = sm;
-                r->n_nt = sn;
+        for (int64_t sm = 1; sm <= mp && sm <= want; sm++) {
+            for (int64_t sn = 1; sn <= np && sm * sn <= 2 * want; sn++) {
+                const int64_t tm = ceil_div(mp, sm), tn = ceil_div(np, sn);
+                /* Only grids without empty tasks, and enough tasks. */
+                if (ceil_div(mp, tm) != sm || ceil_div(np, tn) != sn || d->batch * sm * sn < want) continue;
+                const double rows = (double)(tm * mr), cols = (double)(tn * nr);
+                double task = rows * cols;
+                if (!d->packed_a) task += 8.0 * rows;
+                if (!d->packed_b) task += 8.0 * cols;
+                const double rounds = (double)ceil_div(d->batch * sm * sn, n_threads);
+                if (best < 0 || rounds * task < best) {
+                    best = rounds * task;
+                    r->n_mt = sm;
+                    r->n_nt = sn;
+                }
             }
         }
     }
@@ -185,6 +197,55 @@ static void run_k0_tile(const gemm_run *r, int64_t b, int64_t m_lo, int64_t m_hi
                                  (int)min64(r->cfg->nr, n_hi - n), m, n, b);
 }
 
+/* Turns an epilogue program into the in-register steps of af_gemm_fused when it has their shape
+ * and order: [BIAS_ROW | SCALE_SHIFT_ROW] [BIAS_COL] [ADD] [RELU | CLIP], each optional; vectors
+ * offset to batch item b. Returns false for anything else (the tile applier runs instead). */
+static bool compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f) {
+    *f = (af_gemm_fused){.lo = -INFINITY, .hi = INFINITY};
+    int i = 0;
+    const af_epi_step *s = e->steps;
+#define VEC(x) ((x) + b * s[i].batch_stride)
+    if (i < e->n_steps && (s[i].op == AF_EPI_BIAS_ROW || s[i].op == AF_EPI_SCALE_SHIFT_ROW)) {
+        if (s[i].op == AF_EPI_SCALE_SHIFT_ROW) f->row_scale = VEC(s[i].p), f->row_shift = VEC(s[i].q);
+        else f->row_shift = VEC(s[i].p);
+        i++;
+    }
+    if (i < e->n_steps && s[i].op == AF_EPI_BIAS_COL) f->col_shift = VEC(s[i].p), i++;
+    if (i < e->n_steps && s[i].op == AF_EPI_ADD) f->residual = VEC(s[i].p), f->res_ld = s[i].ld, i++;
+    if (i < e->n_steps && (s[i].op == AF_EPI_RELU || s[i].op == AF_EPI_CLIP)) {
+        f->clamp = true;
+        f->lo = s[i].op == AF_EPI_RELU ? 0.0f : s[i].a;
+        f->hi = s[i].op == AF_EPI_RELU ? INFINITY : s[i].b;
+        i++;
+    }
+#undef VEC
+    return i == e->n_steps;
+}
+
+/* The fused steps for the tile at (m, n) of the batch item f was compiled for. */
+static void fused_at(const af_gemm_fused *f, int64_t m, int64_t n, af_gemm_fused *out) {
+    *out = *f;
+    if (out->row_scale) out->row_scale += m;
+    if (out->row_shift) out->row_shift += m;
+    if (out->col_shift) out->col_shift += n;
+    if (out->residual) out->residual += m * out->res_ld + n;
+}
+
+/* Where the panel starting at lane l0 of a block begins in the source. */
+static const float *panel_src(const float *src, int64_t ld, bool lanes_contiguous, int64_t l0) {
+    return lanes_contiguous ? src + l0 : src + l0 * ld;
+}
+
+/* always_inline: GCC would otherwise judge the function free of side effects and drop the calls.
+ * Prefetches (into L2) the source of a lanes x kc block about to be packed whose rows are strided
+ * (lanes contiguous); k-contiguous sources are read sequentially, which the hardware prefetches. */
+static inline __attribute__((always_inline)) void prefetch_block(const float *src, int64_t ld, bool lanes_contiguous,
+                                                                 int64_t lanes, int64_t kc) {
+    if (!lanes_contiguous) return;
+    for (int64_t k = 0; k < kc; k++)
+        for (int64_t l = 0; l < lanes + 15; l += 16) __builtin_prefetch(src + k * ld + min64(l, lanes - 1), 0, 2);
+}
+
 static void run_task(void *ctx, int task, int thread) {
     const gemm_run *r = ctx;
     const af_gemm_desc *d = r->d;
@@ -204,45 +265,99 @@ static void run_task(void *ctx, int task, int thread) {
     const float *B = d->packed_b ? packed_item(d->packed_b, b) : d->B + b * d->stride_b;
     float *C = d->C + b * d->stride_c;
     const af_epilogue *epi = d->epilogue && d->epilogue->n_steps ? d->epilogue : NULL;
+    af_gemm_fused fb;
+    const bool use_fused = epi && cfg->fused && compile_fused(epi, b, &fb);
 
+    /* Unpacked operands are packed panel by panel just before their first use (B panels during
+     * the first M block, A panels during the first B panel), and the source of the next panel is
+     * prefetched, so the packing overlaps the microkernels instead of stalling on memory. Full
+     * panels of an untransposed B skip packing altogether. */
+    const bool b_contig = !d->trans_b, a_contig = d->trans_a;
     for (int64_t jc = n_lo; jc < n_hi; jc += r->bl.nc) {
         const int64_t ncur = min64(r->bl.nc, n_hi - jc);
         for (int64_t kb = 0; kb < r->bl.n_kb; kb++) {
             const int64_t k0 = kb * r->bl.kc, kc = min64(r->bl.kc, K - k0);
             const float beta = kb == 0 ? d->beta : 1.0f;
             const bool last = kb == r->bl.n_kb - 1;
-            const float *b_base;
-            int64_t b_ps; /* floats between consecutive B panels */
+            const float *b_base = wb, *b_src = NULL;
+            int64_t b_ps = kc * NR; /* floats between consecutive B panels */
             if (d->packed_b) {
                 b_base = B + (jc / NR) * K * NR + k0 * NR;
                 b_ps = K * NR;
             } else {
-                const float *src = d->trans_b ? B + jc * d->ldb + k0 : B + k0 * d->ldb + jc;
-                cfg->pack(src, d->ldb, !d->trans_b, ncur, (int)NR, kc, wb);
-                b_base = wb;
-                b_ps = kc * NR;
+                b_src = d->trans_b ? B + jc * d->ldb + k0 : B + k0 * d->ldb + jc;
+                prefetch_block(b_src, d->ldb, b_contig, min64(NR, ncur), kc);
             }
             for (int64_t ic = m_lo; ic < m_hi; ic += r->bl.mc) {
                 const int64_t mcur = min64(r->bl.mc, m_hi - ic);
-                const float *a_base;
-                int64_t a_ps;
+                const float *a_base = wa, *a_src = NULL;
+                int64_t a_ps = kc * MR;
                 if (d->packed_a) {
                     a_base = A + (ic / MR) * K * MR + k0 * MR;
                     a_ps = K * MR;
                 } else {
-                    const float *src = d->trans_a ? A + k0 * d->lda + ic : A + ic * d->lda + k0;
-                    cfg->pack(src, d->lda, d->trans_a, mcur, (int)MR, kc, wa);
-                    a_base = wa;
-                    a_ps = kc * MR;
+                    a_src = d->trans_a ? A + k0 * d->lda + ic : A + ic * d->lda + k0;
+                    prefetch_block(a_src, d->lda, a_contig, min64(MR, mcur), kc);
                 }
                 for (int64_t jr = 0; jr < ncur; jr += NR) {
                     const int nr = (int)min64(NR, ncur - jr);
                     const float *bp = b_base + (jr / NR) * b_ps;
+                    int64_t bld = NR;
+                    /* What the first microkernel of this panel prefetches: the next B panel's
+                     * rows when they are strided (the kernel spreads those prefetches over its
+                     * k loop). */
+                    const float *pf = bp;
+                    int64_t pf_ld = 0;
+                    if (d->packed_b && jr + NR < ncur) {
+                        pf = bp + b_ps; /* the next panel is K * NR floats away: no hardware stream */
+                        pf_ld = NR;
+                    } else if (b_src && b_contig && nr == NR) {
+                        /* A full panel of a row-major B is read in place (its rows are NR
+                         * contiguous floats); measured faster than packing at every ResNet
+                         * and MobileNet shape, since packing B costs as much as reading it. */
+                        bp = b_src + jr;
+                        bld = d->ldb;
+                        if (jr + NR < ncur) {
+                            pf = b_src + jr + NR;
+                            pf_ld = d->ldb;
+                        }
+                    } else if (b_src && ic == m_lo) {
+                        cfg->pack(panel_src(b_src, d->ldb, b_contig, jr), d->ldb, b_contig, nr, (int)NR, kc,
+                                  wb + (jr / NR) * b_ps);
+                        if (jr + NR < ncur && b_contig) {
+                            pf = panel_src(b_src, d->ldb, b_contig, jr + NR);
+                            pf_ld = d->ldb;
+                        }
+                    }
                     for (int64_t ir = 0; ir < mcur; ir += MR) {
                         const int mr = (int)min64(MR, mcur - ir);
+                        if (a_src && jr == 0) {
+                            cfg->pack(panel_src(a_src, d->lda, a_contig, ir), d->lda, a_contig, mr, (int)MR, kc,
+                                      wa + (ir / MR) * a_ps);
+                            if (ir + MR < mcur)
+                                prefetch_block(panel_src(a_src, d->lda, a_contig, ir + MR), d->lda, a_contig,
+                                               min64(MR, mcur - ir - MR), kc);
+                        }
                         float *cp = C + (ic + ir) * d->ldc + jc + jr;
-                        cfg->tile(kc, a_base + (ir / MR) * a_ps, bp, cp, d->ldc, mr, nr, d->alpha, beta);
-                        if (last && epi) cfg->epilogue(epi, cp, d->ldc, mr, nr, ic + ir, jc + jr, b);
+                        af_gemm_fused ft;
+                        const bool fuse = last && use_fused;
+                        if (fuse) fused_at(&fb, ic + ir, jc + jr, &ft);
+                        const af_gemm_tile_args t = {.kc = kc,
+                                                     .a = a_base + (ir / MR) * a_ps,
+                                                     .b = bp,
+                                                     .ldb = bld,
+                                                     .c = cp,
+                                                     .ldc = d->ldc,
+                                                     .mr = mr,
+                                                     .nr = nr,
+                                                     .alpha = d->alpha,
+                                                     .beta = beta,
+                                                     .pf = pf,
+                                                     .pf_ld = pf_ld,
+                                                     .fused = fuse ? &ft : NULL};
+                        cfg->tile(&t);
+                        pf_ld = 0; /* one kernel per panel prefetches */
+                        if (last && epi && !use_fused) cfg->epilogue(epi, cp, d->ldc, mr, nr, ic + ir, jc + jr, b);
                     }
                 }
             }

@@ -10,16 +10,42 @@
 
 static const int tail_masks[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
-/* MR_ rows (<= MR) by NV vectors of 8 columns from full-width panels; inlined with constants. */
-TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, const int NV, int64_t kc,
-                                                                 const float *restrict a, const float *restrict b,
-                                                                 float *restrict c, int64_t ldc, int nr, float alpha,
-                                                                 float beta) {
+TARGET static inline __m256i lane_mask(int n) {
+    return _mm256_loadu_si256((const __m256i *)(tail_masks + 8 - n));
+}
+
+/* The fused steps on one vector of row i (columns 8v.., n of them valid); see af_gemm_fused. */
+TARGET static inline __attribute__((always_inline)) __m256 fused_vec(const af_gemm_fused *f, __m256 x, int i, int v,
+                                                                     int full, __m256i m) {
+    if (f->row_scale) x = _mm256_fmadd_ps(x, _mm256_set1_ps(f->row_scale[i]), _mm256_set1_ps(f->row_shift[i]));
+    else if (f->row_shift) x = _mm256_add_ps(x, _mm256_set1_ps(f->row_shift[i]));
+    if (f->col_shift) {
+        const float *p = f->col_shift + 8 * v;
+        x = _mm256_add_ps(x, full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m));
+    }
+    if (f->residual) {
+        const float *p = f->residual + i * f->res_ld + 8 * v;
+        x = _mm256_add_ps(x, full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m));
+    }
+    if (f->clamp) x = _mm256_min_ps(_mm256_set1_ps(f->hi), _mm256_max_ps(_mm256_set1_ps(f->lo), x));
+    return x;
+}
+
+/* MR_ rows (<= MR) by NV vectors of 8 columns from full-width A panels; inlined with constants. */
+TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, const int NV,
+                                                                 const af_gemm_tile_args *t) {
+    const float *restrict a = t->a, *restrict b = t->b, *pf = t->pf;
+    float *restrict c = t->c;
+    const int64_t kc = t->kc, ldb = t->ldb, ldc = t->ldc, pf_ld = t->pf_ld;
+    const int nr = t->nr;
     __m256 acc[MR][2];
 #pragma GCC unroll 6
-    for (int i = 0; i < MR_; i++)
+    for (int i = 0; i < MR_; i++) {
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) acc[i][v] = _mm256_setzero_ps();
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
+    }
     for (int64_t k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = NV > 1 ? _mm256_loadu_ps(b + 8) : b0;
 #pragma GCC unroll 6
@@ -28,61 +54,54 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
             acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
             if (NV > 1) acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
         }
+        _mm_prefetch((const char *)pf, _MM_HINT_T1);
+        pf += pf_ld;
         a += MR;
-        b += NR;
+        b += ldb;
     }
+    const float alpha = t->alpha, beta = t->beta;
+    const af_gemm_fused *f = t->fused;
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
     const int nfull = nr >> 3;
-    const __m256i tail = _mm256_loadu_si256((const __m256i *)(tail_masks + 8 - (nr & 7)));
+    const __m256i tail = lane_mask(nr & 7);
 #pragma GCC unroll 6
     for (int i = 0; i < MR_; i++) {
         float *ci = c + i * ldc;
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) {
-            __m256 r = _mm256_mul_ps(acc[i][v], va);
-            if (v < nfull) {
-                if (beta != 0.0f) r = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8 * v), r);
-                _mm256_storeu_ps(ci + 8 * v, r);
-            } else if (v == nfull && (nr & 7)) {
-                if (beta != 0.0f) r = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci + 8 * v, tail), r);
-                _mm256_maskstore_ps(ci + 8 * v, tail, r);
-            }
+            const int full = v < nfull;
+            if (!full && (v > nfull || !(nr & 7))) continue;
+            __m256 r = alpha == 1.0f ? acc[i][v] : _mm256_mul_ps(acc[i][v], va);
+            if (beta != 0.0f)
+                r = _mm256_fmadd_ps(vb, full ? _mm256_loadu_ps(ci + 8 * v) : _mm256_maskload_ps(ci + 8 * v, tail), r);
+            if (f) r = fused_vec(f, r, i, v, full, tail);
+            if (full) _mm256_storeu_ps(ci + 8 * v, r);
+            else _mm256_maskstore_ps(ci + 8 * v, tail, r);
         }
     }
 }
 
 #define DEF_KERNEL(R, NV)                                                                          \
-    TARGET static void ukernel_##R##x##NV(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int nr, \
-                                          float alpha, float beta) {                               \
-        ukernel(R, NV, kc, a, b, c, ldc, nr, alpha, beta);                                         \
-    }
+    TARGET static void ukernel_##R##x##NV(const af_gemm_tile_args *t) { ukernel(R, NV, t); }
 #define DEF_ROWS(R) DEF_KERNEL(R, 1) DEF_KERNEL(R, 2)
 DEF_ROWS(1) DEF_ROWS(2) DEF_ROWS(3) DEF_ROWS(4) DEF_ROWS(5) DEF_ROWS(6)
 
-typedef void (*kernel_fn)(int64_t, const float *, const float *, float *, int64_t, int, float, float);
 #define ROW_PAIR(R) {ukernel_##R##x1, ukernel_##R##x2}
-static const kernel_fn kernels[MR + 1][2] = {
+static const af_gemm_tile_fn row_kernels[MR + 1][2] = {
     {NULL, NULL}, ROW_PAIR(1), ROW_PAIR(2), ROW_PAIR(3), ROW_PAIR(4), ROW_PAIR(5), ROW_PAIR(6),
 };
 
-TARGET void af_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                                           float alpha, float beta) {
-    ukernel(MR, 2, kc, a, b, c, ldc, NR, alpha, beta);
-}
-
-TARGET static void tile_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
-                             float alpha, float beta) {
-    if (mr == MR && nr == NR) {
-        af_f32_gemm_ukernel_6x16__avx2(kc, a, b, c, ldc, alpha, beta);
-        return;
-    }
-    kernels[mr][nr > 8](kc, a, b, c, ldc, nr, alpha, beta);
+/* The tile function: the full 6x16 kernel or the variant for an edge tile. */
+TARGET void af_f32_gemm_ukernel_6x16__avx2(const af_gemm_tile_args *t) {
+    if (t->mr == MR && t->nr == NR) ukernel(MR, 2, t);
+    else row_kernels[t->mr][t->nr > 8](t);
 }
 
 const af_gemm_isa_cfg af_gemm_cfg_avx2 = {
     .mr = MR,
     .nr = NR,
-    .tile = tile_avx2,
+    .tile = af_f32_gemm_ukernel_6x16__avx2,
+    .fused = true,
     .pack = af_gemm_pack_scalar,
     .epilogue = af_epilogue_apply_avx2,
 };

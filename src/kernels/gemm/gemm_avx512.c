@@ -1,6 +1,7 @@
 /* AVX-512 GEMM microkernels: a 14x32 register tile (28 accumulators, two B vectors, A broadcast
  * from memory), with narrower/shorter variants for the edges, and the AVX-512 panel packer. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/gemm/gemm_internal.h"
@@ -9,17 +10,34 @@
 #define MR 14
 #define NR 32
 
-/* The generic kernel: MR_ rows (<= MR) by NV vectors of 16 columns, reading panels of the full
- * MR/NR width. Inlined with constant MR_/NV so the accumulators live in registers. */
-TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, const int NV, int64_t kc,
-                                                                 const float *restrict a, const float *restrict b,
-                                                                 float *restrict c, int64_t ldc, int nr, float alpha,
-                                                                 float beta) {
+/* The fused steps on one vector of row i (columns 16v.. under mask m); see af_gemm_fused. */
+TARGET static inline __attribute__((always_inline)) __m512 fused_vec(const af_gemm_fused *f, __m512 x, int i, int v,
+                                                                     __mmask16 m) {
+    if (f->row_scale) x = _mm512_fmadd_ps(x, _mm512_set1_ps(f->row_scale[i]), _mm512_set1_ps(f->row_shift[i]));
+    else if (f->row_shift) x = _mm512_add_ps(x, _mm512_set1_ps(f->row_shift[i]));
+    if (f->col_shift) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, f->col_shift + 16 * v));
+    if (f->residual) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, f->residual + i * f->res_ld + 16 * v));
+    if (f->clamp) x = _mm512_min_ps(_mm512_set1_ps(f->hi), _mm512_max_ps(_mm512_set1_ps(f->lo), x));
+    return x;
+}
+
+/* The row kernel: MR_ rows (<= MR) by NV vectors of 16 columns; A panels have the full MR width.
+ * Inlined with constant MR_/NV so the accumulators live in registers. */
+TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, const int NV,
+                                                                 const af_gemm_tile_args *t) {
+    const float *restrict a = t->a, *restrict b = t->b, *pf = t->pf;
+    float *restrict c = t->c;
+    const int64_t kc = t->kc, ldb = t->ldb, ldc = t->ldc, pf_ld = t->pf_ld;
+    const int nr = t->nr;
     __m512 acc[MR][2];
 #pragma GCC unroll 14
-    for (int i = 0; i < MR_; i++)
+    for (int i = 0; i < MR_; i++) {
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
+        /* The C tile's lines arrive while the k loop runs instead of stalling the stores. */
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
+    }
     for (int64_t k = 0; k < kc; k++) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = NV > 1 ? _mm512_loadu_ps(b + 16) : b0;
 #pragma GCC unroll 14
@@ -28,10 +46,15 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
             acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
             if (NV > 1) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
+        _mm_prefetch((const char *)pf, _MM_HINT_T1);
+        _mm_prefetch((const char *)(pf + 31), _MM_HINT_T1);
+        pf += pf_ld;
         a += MR;
-        b += NR;
+        b += ldb;
     }
     /* Store: full vectors, then the masked tail of the row. */
+    const float alpha = t->alpha, beta = t->beta;
+    const af_gemm_fused *f = t->fused;
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     const int nfull = nr >> 4;
     const __mmask16 tail = (__mmask16)((1u << (nr & 15)) - 1);
@@ -40,54 +63,172 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
         float *ci = c + i * ldc;
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) {
-            __m512 r = _mm512_mul_ps(acc[i][v], va);
-            if (v < nfull) {
-                if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci + 16 * v), r);
-                _mm512_storeu_ps(ci + 16 * v, r);
-            } else if (v == nfull && tail) {
-                if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(tail, ci + 16 * v), r);
-                _mm512_mask_storeu_ps(ci + 16 * v, tail, r);
+            if (v > nfull || (v == nfull && !tail)) continue;
+            const __mmask16 m = v < nfull ? (__mmask16)0xffff : tail;
+            __m512 r = alpha == 1.0f ? acc[i][v] : _mm512_mul_ps(acc[i][v], va);
+            if (beta != 0.0f) {
+                const float *p = ci + 16 * v;
+                r = _mm512_fmadd_ps(vb, v < nfull ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p), r);
             }
+            if (f) r = fused_vec(f, r, i, v, m);
+            if (v < nfull) _mm512_storeu_ps(ci + 16 * v, r);
+            else _mm512_mask_storeu_ps(ci + 16 * v, m, r);
         }
     }
 }
 
 #define DEF_KERNEL(R, NV)                                                                          \
-    TARGET static void ukernel_##R##x##NV(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int nr, \
-                                          float alpha, float beta) {                               \
-        ukernel(R, NV, kc, a, b, c, ldc, nr, alpha, beta);                                         \
-    }
+    TARGET static void ukernel_##R##x##NV(const af_gemm_tile_args *t) { ukernel(R, NV, t); }
 #define DEF_ROWS(R) DEF_KERNEL(R, 1) DEF_KERNEL(R, 2)
 DEF_ROWS(1) DEF_ROWS(2) DEF_ROWS(3) DEF_ROWS(4) DEF_ROWS(5) DEF_ROWS(6) DEF_ROWS(7)
 DEF_ROWS(8) DEF_ROWS(9) DEF_ROWS(10) DEF_ROWS(11) DEF_ROWS(12) DEF_ROWS(13) DEF_ROWS(14)
 
-typedef void (*kernel_fn)(int64_t, const float *, const float *, float *, int64_t, int, float, float);
 #define ROW_PAIR(R) {ukernel_##R##x1, ukernel_##R##x2}
-static const kernel_fn kernels[MR + 1][2] = {
+static const af_gemm_tile_fn row_kernels[MR + 1][2] = {
     {NULL, NULL}, ROW_PAIR(1), ROW_PAIR(2), ROW_PAIR(3), ROW_PAIR(4), ROW_PAIR(5), ROW_PAIR(6), ROW_PAIR(7),
     ROW_PAIR(8), ROW_PAIR(9), ROW_PAIR(10), ROW_PAIR(11), ROW_PAIR(12), ROW_PAIR(13), ROW_PAIR(14),
 };
 
-/* The full tile, under its XNNPACK-style name. */
-TARGET void af_f32_gemm_ukernel_14x32__avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                                              float alpha, float beta) {
-    ukernel(MR, 2, kc, a, b, c, ldc, NR, alpha, beta);
+/* A few columns (T < mr) of a tile, vectorized along M instead: one FMA per column and k covers
+ * all mr rows, where the row kernels would spend one per row on mostly-masked vectors (N = 49 has
+ * a 17-column tail: 16 columns by rows, 1 by this). Each element still sums its products in k
+ * order with one FMA each, so results do not depend on which kernel computed them. */
+TARGET static inline __attribute__((always_inline)) void ukernel_cols(const int T, const af_gemm_tile_args *t) {
+    const float *restrict a = t->a, *restrict b = t->b;
+    float *restrict c = t->c;
+    const int64_t kc = t->kc, ldb = t->ldb, ldc = t->ldc;
+    const int mr = t->mr;
+    const __mmask16 rows = (__mmask16)((1u << mr) - 1);
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 av = _mm512_maskz_loadu_ps(rows, a);
+#pragma GCC unroll 16
+        for (int j = 0; j < T; j++) acc[j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j]), acc[j]);
+        a += MR;
+        b += ldb;
+    }
+    /* Transpose through a buffer: C's rows are the accumulators' lanes. */
+    float tmp[16][16];
+#pragma GCC unroll 16
+    for (int j = 0; j < T; j++) _mm512_storeu_ps(tmp[j], acc[j]);
+    const float alpha = t->alpha, beta = t->beta;
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < T; j++) {
+            float r = alpha == 1.0f ? tmp[j][i] : alpha * tmp[j][i];
+            if (beta != 0.0f) r = fmaf(beta, c[i * ldc + j], r);
+            c[i * ldc + j] = r;
+        }
 }
 
-TARGET static void tile_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
-                               float alpha, float beta) {
+#define DEF_COLS(T)                                                                                \
+    TARGET static void ukernel_cols##T(const af_gemm_tile_args *t) { ukernel_cols(T, t); }
+DEF_COLS(1) DEF_COLS(2) DEF_COLS(3) DEF_COLS(4) DEF_COLS(5) DEF_COLS(6) DEF_COLS(7)
+DEF_COLS(8) DEF_COLS(9) DEF_COLS(10) DEF_COLS(11) DEF_COLS(12) DEF_COLS(13)
+static const af_gemm_tile_fn col_kernels[MR] = {NULL, ukernel_cols1, ukernel_cols2, ukernel_cols3, ukernel_cols4,
+                                                ukernel_cols5, ukernel_cols6, ukernel_cols7, ukernel_cols8,
+                                                ukernel_cols9, ukernel_cols10, ukernel_cols11, ukernel_cols12,
+                                                ukernel_cols13};
+
+/* The fused steps over a stored sub-tile (after the column kernel). */
+TARGET static void fused_tile(const af_gemm_fused *f, float *c, int64_t ldc, int rows, int cols) {
+    for (int i = 0; i < rows; i++)
+        for (int v = 0; 16 * v < cols; v++) {
+            const __mmask16 m = cols - 16 * v >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - 16 * v)) - 1);
+            float *p = c + i * ldc + 16 * v;
+            _mm512_mask_storeu_ps(p, m, fused_vec(f, _mm512_maskz_loadu_ps(m, p), i, v, m));
+        }
+}
+
+/* The tile function: the full 14x32 kernel, or the variant for an edge tile. */
+TARGET void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t) {
+    const int mr = t->mr, nr = t->nr;
     if (mr == MR && nr == NR) {
-        af_f32_gemm_ukernel_14x32__avx512(kc, a, b, c, ldc, alpha, beta);
+        ukernel(MR, 2, t);
         return;
     }
-    kernels[mr][nr > 16](kc, a, b, c, ldc, nr, alpha, beta);
+    /* Columns past the last full 16 go to the column kernel when there are fewer than rows. */
+    const int n16 = nr > 16 ? 16 : 0, rest = nr - n16;
+    if (rest < mr && rest < 16) {
+        af_gemm_tile_args u = *t;
+        if (n16) {
+            u.nr = 16;
+            row_kernels[mr][0](&u);
+        }
+        u.b = t->b + n16, u.c = t->c + n16, u.nr = rest;
+        col_kernels[rest](&u);
+        if (t->fused) {
+            af_gemm_fused g = *t->fused;
+            if (g.col_shift) g.col_shift += n16;
+            if (g.residual) g.residual += n16;
+            fused_tile(&g, u.c, t->ldc, mr, rest);
+        }
+        return;
+    }
+    row_kernels[mr][nr > 16](t);
+}
+
+/* Transposes the 16 x 16 block r (r[l][k]) in registers into out[k][l]. */
+TARGET static inline __attribute__((always_inline)) void transpose16(const __m512 r[16], __m512 out[16]) {
+    __m512 t[16], u[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* u[4g + q], 128-bit lane j: element 4j + q of rows 4g .. 4g+3 */
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+    }
+    /* Gather lane j of u[q], u[4+q], u[8+q], u[12+q] into out[4j + q]. */
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        __m512 v02 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88), v13 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xdd);
+        __m512 w02 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88),
+               w13 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xdd);
+        out[q] = _mm512_shuffle_f32x4(v02, w02, 0x88);
+        out[8 + q] = _mm512_shuffle_f32x4(v02, w02, 0xdd);
+        out[4 + q] = _mm512_shuffle_f32x4(v13, w13, 0x88);
+        out[12 + q] = _mm512_shuffle_f32x4(v13, w13, 0xdd);
+    }
+}
+
+/* The transposing case (A as stored, B transposed): 16 x 16 blocks through registers. */
+TARGET static void pack_transposed(const float *src, int64_t ld, int64_t lanes, int w, int64_t kc, float *dst) {
+    for (int64_t l0 = 0; l0 < lanes; l0 += w, dst += kc * w) {
+        const int64_t n = lanes - l0 < w ? lanes - l0 : w;
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            const int64_t nk = kc - k0 < 16 ? kc - k0 : 16;
+            const __mmask16 km = (__mmask16)(nk == 16 ? 0xffff : (1u << nk) - 1);
+            for (int lb = 0; lb < w; lb += 16) {
+                __m512 r[16], out[16];
+#pragma GCC unroll 16
+                for (int l = 0; l < 16; l++)
+                    r[l] = lb + l < n ? _mm512_maskz_loadu_ps(km, src + (l0 + lb + l) * ld + k0) : _mm512_setzero_ps();
+                transpose16(r, out);
+                const int wl = w - lb < 16 ? w - lb : 16;
+                const __mmask16 lm = (__mmask16)(wl == 16 ? 0xffff : (1u << wl) - 1);
+#pragma GCC unroll 16
+                for (int64_t k = 0; k < nk; k++) _mm512_mask_storeu_ps(dst + (k0 + k) * w + lb, lm, out[k]);
+            }
+        }
+    }
 }
 
 /* Lanes-contiguous blocks (B as stored, A transposed) stream each source row once, spreading it
- * over the panels; the transposing case goes through the portable packer. */
+ * over the panels. */
 TARGET static void pack_avx512(const float *src, int64_t ld, int lanes_contiguous, int64_t lanes, int w, int64_t kc,
                                float *dst) {
-    if (!lanes_contiguous || w != NR) {
+    if (!lanes_contiguous) {
+        pack_transposed(src, ld, lanes, w, kc, dst);
+        return;
+    }
+    if (w != NR) {
         af_gemm_pack_scalar(src, ld, lanes_contiguous, lanes, w, kc, dst);
         return;
     }
@@ -111,7 +252,8 @@ TARGET static void pack_avx512(const float *src, int64_t ld, int lanes_contiguou
 const af_gemm_isa_cfg af_gemm_cfg_avx512 = {
     .mr = MR,
     .nr = NR,
-    .tile = tile_avx512,
+    .tile = af_f32_gemm_ukernel_14x32__avx512,
+    .fused = true,
     .pack = pack_avx512,
     .epilogue = af_epilogue_apply_avx512,
 };

@@ -1,23 +1,55 @@
 /*
  * What the GEMM driver (gemm.c) needs from each ISA's file: the register-tile shape, the tile
- * function that runs the right microkernel for a full or partial tile, the epilogue applier, and
- * the packing routine. Internal to src/kernels/gemm.
+ * function that runs the right microkernel for a full or partial tile (optionally with the fused
+ * epilogue steps), the epilogue applier for everything else, and the packing routine. Internal to
+ * src/kernels/gemm.
  *
  * Packed panel layout (prepacked operands and workspace blocks alike): a panel holds W lanes (MR
  * rows of op(A) or NR columns of op(B)) for consecutive k, k-major: panel[k * W + lane]; lanes past
- * the matrix edge are zero.
+ * the matrix edge are zero. A prepacked operand stores each panel over the whole K, so any K block
+ * of it is a pointer; an untransposed B is not packed at all for full panels (ldb = its row stride).
  */
 #ifndef AF_KERNELS_GEMM_INTERNAL_H
 #define AF_KERNELS_GEMM_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/epilogue.h"
 
-/* C[0..mr) x [0..nr) (row stride ldc) = alpha * sum_k a[k*MR + i] * b[k*NR + j] + beta * C,
- * where beta == 0 means C is not read. mr <= MR, nr <= NR, kc >= 1. */
-typedef void (*af_gemm_tile_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
-                                float alpha, float beta);
+/* The elementwise steps a microkernel can apply itself, in registers, before its store, in this
+ * order: x = x * row_scale[i] + row_shift[i] (or + row_shift[i] alone), + col_shift[j],
+ * + residual[i * res_ld + j], then min(max(x, lo), hi). Pointers are already offset to the tile's
+ * first row/column; NULL skips a step, lo = -inf and hi = inf skip the clamp. The driver builds it
+ * from an epilogue program of that shape (conv + folded BatchNorm + residual + ReLU/ReLU6, linear
+ * + bias + ReLU); the operations are those of the ISA's epilogue applier, so the result is the
+ * same bit for bit. */
+typedef struct af_gemm_fused {
+    const float *row_scale, *row_shift, *col_shift, *residual;
+    int64_t res_ld;
+    float lo, hi;
+    bool clamp;
+} af_gemm_fused;
+
+/* One call of a tile function: C[0..mr) x [0..nr) (row stride ldc) = alpha * sum_k a[k*MR + i] *
+ * b[k*ldb + j] + beta * C (beta == 0: C is not read), then `fused` when not NULL. a is a packed A
+ * panel; b a packed B panel (ldb = NR) or B itself (any ldb). mr <= MR, nr <= NR, kc >= 1. While
+ * it runs, the kernel prefetches (into L2) the B row of NR floats at pf + k * pf_ld for each
+ * k < kc: the panel the driver needs next (pf_ld 0 when there is none; prefetches never fault). */
+typedef struct af_gemm_tile_args {
+    int64_t kc;
+    const float *a, *b;
+    int64_t ldb;
+    float *c;
+    int64_t ldc;
+    int mr, nr;
+    float alpha, beta;
+    const float *pf;
+    int64_t pf_ld;
+    const af_gemm_fused *fused;
+} af_gemm_tile_args;
+
+typedef void (*af_gemm_tile_fn)(const af_gemm_tile_args *t);
 
 /* Packs the lanes x kc block of a source matrix into ceil(lanes / w) consecutive panels of kc * w
  * floats at dst (the last one zero-padded). Element (k, l) of the block is src[k * ld + l] when
@@ -28,6 +60,7 @@ typedef void (*af_gemm_pack_fn)(const float *src, int64_t ld, int lanes_contiguo
 typedef struct af_gemm_isa_cfg {
     int mr, nr;
     af_gemm_tile_fn tile;
+    bool fused; /* tile honours af_gemm_tile_args.fused */
     af_gemm_pack_fn pack;
     af_epilogue_tile_fn epilogue;
 } af_gemm_isa_cfg;
@@ -36,13 +69,10 @@ extern const af_gemm_isa_cfg af_gemm_cfg_scalar;
 extern const af_gemm_isa_cfg af_gemm_cfg_avx2;
 extern const af_gemm_isa_cfg af_gemm_cfg_avx512;
 
-/* The full-tile microkernels under their own names (benchmarks call them directly). */
-void af_f32_gemm_ukernel_14x32__avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                                       float alpha, float beta);
-void af_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha,
-                                    float beta);
-void af_f32_gemm_ukernel_4x4__scalar(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                                     int nr, float alpha, float beta);
+/* The tile functions under their XNNPACK-style names (the full tile is the fast path). */
+void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t);
+void af_f32_gemm_ukernel_6x16__avx2(const af_gemm_tile_args *t);
+void af_f32_gemm_ukernel_4x4__scalar(const af_gemm_tile_args *t);
 
 /* The portable packer (gemm_scalar.c); ISA files may use it or their own. */
 void af_gemm_pack_scalar(const float *src, int64_t ld, int lanes_contiguous, int64_t lanes, int w, int64_t kc,

@@ -27,20 +27,22 @@ void af_gemm_pack_scalar(const float *src, int64_t ld, int lanes_contiguous, int
     }
 }
 
-void af_f32_gemm_ukernel_4x4__scalar(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                                     int nr, float alpha, float beta) {
+/* The portable tile function (no prefetching, no fused steps: the reference applier runs after). */
+void af_f32_gemm_ukernel_4x4__scalar(const af_gemm_tile_args *t) {
+    const float *a = t->a, *b = t->b;
     float acc[MR][NR] = {{0}};
-    for (int64_t k = 0; k < kc; k++) {
+    for (int64_t k = 0; k < t->kc; k++) {
         for (int i = 0; i < MR; i++)
             for (int j = 0; j < NR; j++) acc[i][j] += a[i] * b[j];
         a += MR;
-        b += NR;
+        b += t->ldb;
     }
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) {
-            float r = alpha * acc[i][j];
-            if (beta != 0.0f) r += beta * c[i * ldc + j];
-            c[i * ldc + j] = r;
+    for (int i = 0; i < t->mr; i++)
+        for (int j = 0; j < t->nr; j++) {
+            float *c = t->c + i * t->ldc + j;
+            float r = t->alpha * acc[i][j];
+            if (t->beta != 0.0f) r += t->beta * *c;
+            *c = r;
         }
 }
 
@@ -48,6 +50,7 @@ const af_gemm_isa_cfg af_gemm_cfg_scalar = {
     .mr = MR,
     .nr = NR,
     .tile = af_f32_gemm_ukernel_4x4__scalar,
+    .fused = false,
     .pack = af_gemm_pack_scalar,
     .epilogue = af_epilogue_apply_ref,
 };
