@@ -1,9 +1,147 @@
-/* Fast pool kernels (placeholder until the family lands: no node is covered yet). */
+/*
+ * Fast float32 pooling in NCHW: MaxPool (without its Indices output) and AveragePool over 2-D
+ * windows with any kernel, strides, pads, auto_pad, ceil_mode and count_include_pad (dilation 1),
+ * and GlobalMaxPool / GlobalAveragePool over any spatial rank. Planes (n, c) are independent and
+ * split over the thread pool; the window loops are in pool_body.h.
+ */
+#include <string.h>
+
+#include "ir/shape/conv_geom.h"
+#include "kernels/fast/vec_internal.h"
 #include "kernels/kernel.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+#define POOL_PARALLEL_MIN 65536 /* window taps (or input elements) below which one thread runs */
+
+static const char *const pool_names[4][AF_ISA_COUNT] = {
+    {"f32_maxpool2d__scalar", "f32_maxpool2d__avx2", "f32_maxpool2d__avx512"},
+    {"f32_avgpool2d__scalar", "f32_avgpool2d__avx2", "f32_avgpool2d__avx512"},
+    {"f32_global_maxpool__scalar", "f32_global_maxpool__avx2", "f32_global_maxpool__avx512"},
+    {"f32_global_avgpool__scalar", "f32_global_avgpool__avx2", "f32_global_avgpool__avx512"},
+};
+
+typedef struct pool_state {
+    const af_vec_kernels *vk;
+    bool global, max;
+} pool_state;
+
+typedef struct pool_job {
+    const pool_state *s;
+    const af_pool2d *g; /* window pools */
+    const float *x;
+    float *y;
+    int64_t planes, in_plane, out_plane;
+    int n_tasks;
+} pool_job;
+
+static void pool_planes(const pool_job *j, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++) {
+        const float *xp = j->x + p * j->in_plane;
+        if (j->s->global) j->s->vk->global_pool(j->s->max, j->in_plane, xp, j->y + p);
+        else j->s->vk->pool2d_plane(j->g, xp, j->y + p * j->out_plane);
+    }
+}
+
+static void pool_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const pool_job *j = ctx;
+    pool_planes(j, j->planes * task / j->n_tasks, j->planes * (task + 1) / j->n_tasks);
+}
+
+static bool f32_ready(const af_tensor *t) {
+    int64_t n = t ? af_tensor_numel(t) : -1;
+    return t && t->dtype == AF_DTYPE_FLOAT && n >= 0 && (n == 0 || (t->data && t->nbytes >= (size_t)n * 4));
+}
+
+/* The window of this run from the actual input: pads resolved, interior columns found. */
+static af_status window_of(af_op_ctx *c, const af_tensor *x, const af_tensor *y, af_pool2d *g) {
+    af_conv_geom geo;
+    int64_t out[2];
+    af_status st = af_conv_geom_init(c, 2, NULL, &geo);
+    if (st == AF_OK) st = af_conv_geom_forward(c, &geo, x->dims + 2, out);
+    if (st != AF_OK) return st;
+    if (y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1] || y->dims[2] != out[0] ||
+        y->dims[3] != out[1])
+        return af_ctx_fail(c, AF_ERR_RUNTIME, "output shape does not match the pooling window");
+    *g = (af_pool2d){.max = c->node->op == AF_OP_MAX_POOL,
+                     .include_pad = af_node_attr_int(c->node, "count_include_pad", 0) != 0,
+                     .h = x->dims[2], .w = x->dims[3], .oh = out[0], .ow = out[1],
+                     .kh = geo.kernel[0], .kw = geo.kernel[1], .sh = geo.stride[0], .sw = geo.stride[1],
+                     .ph = geo.pad_begin[0], .pw = geo.pad_begin[1],
+                     .eh = x->dims[2] + geo.pad_begin[0] + geo.pad_end[0],
+                     .ew = x->dims[3] + geo.pad_begin[1] + geo.pad_end[1]};
+    if (g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->ph < 0 || g->pw < 0 || geo.dilation[0] != 1 ||
+        geo.dilation[1] != 1)
+        return AF_ERR_UNSUPPORTED;
+    /* Interior: ox * sw - pw >= 0 and ox * sw - pw + kw <= w. Gathers index in int32. */
+    int64_t lo = (g->pw + g->sw - 1) / g->sw, hi = g->w - g->kw + g->pw >= 0 ? (g->w - g->kw + g->pw) / g->sw + 1 : 0;
+    if (lo > g->ow) lo = g->ow;
+    if (hi > g->ow) hi = g->ow;
+    if (hi < lo || g->sw > (1 << 26)) hi = lo;
+    g->ox_lo = lo;
+    g->ox_hi = hi;
+    return AF_OK;
+}
+
+static af_status pool_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
+                          void *workspace) {
+    (void)workspace;
+    const pool_state *s = k->state;
+    const af_tensor *x = af_ctx_input(c, 0);
+    af_tensor *y = af_ctx_output(c, 0);
+    if (epi && epi->n_steps) return af_ctx_fail(c, AF_ERR_RUNTIME, "pool kernels take no epilogue");
+    if (!f32_ready(x) || !f32_ready(y)) return af_ctx_fail(c, AF_ERR_RUNTIME, "X and Y must be float32 with data");
+    if (x->rank != 4 && !(s->global && x->rank >= 3)) return af_op_info(c->node->op)->run(c);
+    pool_job j = {.s = s, .x = x->data, .y = y->data, .planes = x->dims[0] * x->dims[1]};
+    int64_t work;
+    af_pool2d g;
+    if (s->global) {
+        j.in_plane = j.planes > 0 ? af_tensor_numel(x) / j.planes : 0;
+        if (af_tensor_numel(y) != j.planes) return af_ctx_fail(c, AF_ERR_RUNTIME, "Y must hold one value per plane");
+        work = af_tensor_numel(x);
+    } else {
+        af_status st = window_of(c, x, y, &g);
+        if (st == AF_ERR_UNSUPPORTED) return af_op_info(c->node->op)->run(c);
+        if (st != AF_OK) return st;
+        j.g = &g;
+        j.in_plane = g.h * g.w;
+        j.out_plane = g.oh * g.ow;
+        work = af_tensor_numel(y) * g.kh * g.kw;
+    }
+    const int threads = af_threadpool_n_threads(pool);
+    if (work <= POOL_PARALLEL_MIN || threads <= 1 || j.planes <= 1) {
+        pool_planes(&j, 0, j.planes);
+        return AF_OK;
+    }
+    j.n_tasks = j.planes < 4 * (int64_t)threads ? (int)j.planes : 4 * threads;
+    af_threadpool_run(pool, j.n_tasks, pool_task, &j);
+    return AF_OK;
+}
 
 af_status af_fast_pool_prepare(const af_kernel_request *req, af_kernel *k, af_error *err) {
-    (void)req;
-    (void)err;
-    k->run = NULL;
+    const af_node *n = req->node;
+    const af_tensor *x = af_kernel_input(req, 0);
+    const af_tensor *y = n->n_outputs > 0 && n->outputs[0] >= 0 ? &req->graph->values[n->outputs[0]].t : NULL;
+    if (!x || !y || x->dtype != AF_DTYPE_FLOAT || y->dtype != AF_DTYPE_FLOAT) return AF_OK;
+    const bool global = n->op == AF_OP_GLOBAL_MAX_POOL || n->op == AF_OP_GLOBAL_AVERAGE_POOL;
+    const bool max = n->op == AF_OP_MAX_POOL || n->op == AF_OP_GLOBAL_MAX_POOL;
+    if (global) {
+        if (x->rank >= 0 && x->rank < 3) return AF_OK;
+    } else {
+        if (x->rank != 4 || (n->n_outputs > 1 && n->outputs[1] >= 0)) return AF_OK; /* Indices: the reference */
+        const af_tensor *ins[1] = {x};
+        af_op_ctx c = {.node = n, .graph = req->graph, .opset = req->graph->opset, .n_inputs = 1, .inputs = ins};
+        af_conv_geom geo;
+        if (af_conv_geom_init(&c, 2, NULL, &geo) != AF_OK) return AF_OK; /* the reference reports it */
+        if (geo.dilation[0] != 1 || geo.dilation[1] != 1) return AF_OK;
+    }
+    pool_state *s = af_malloc(sizeof *s);
+    if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing '%s'", n->name);
+    *s = (pool_state){.vk = af_vec_kernels_for(req->isa), .global = global, .max = max};
+    k->name = pool_names[(global ? 2 : 0) + (max ? 0 : 1)][s->vk->isa];
+    k->state = s;
+    k->free_state = af_free;
+    k->run = pool_run;
     return AF_OK;
 }

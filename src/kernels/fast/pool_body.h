@@ -1,0 +1,114 @@
+/*
+ * The pooling loops, written once over the fv_* vector layer (see elementwise_body.h for what the
+ * including file defines). A 2-D window plane is computed output row by output row: the interior
+ * columns, whose kw taps all lie inside the input row, run W output columns per vector (strided
+ * loads: contiguous for stride 1, an even-lane permute for stride 2, a gather otherwise); the
+ * border columns run one at a time with clipped taps. MaxPool skips NaN taps in the vector path;
+ * averages sum in float over the window (at most kh * kw terms) and divide once.
+ */
+
+/* The taps t in [0, k) with 0 <= base + t < limit: [*lo, *hi), empty when *lo >= *hi. */
+static inline void pl_range(int64_t base, int64_t limit, int64_t k, int64_t *lo, int64_t *hi) {
+    *lo = base >= 0 ? 0 : -base;
+    *hi = limit - base < k ? limit - base : k;
+}
+
+/* Output column ox of an output row whose valid input rows are y0 .. y0 + rows - 1; cnt_hp is the
+ * row count inside the padded extent (count_include_pad). Taps as the reference takes them: the
+ * first one, then each larger one. */
+static float pl_column(const af_pool2d *g, const float *x, int64_t y0, int64_t rows, int64_t cnt_hp, int64_t ox) {
+    const int64_t bx = ox * g->sw - g->pw;
+    int64_t lo, hi;
+    pl_range(bx, g->w, g->kw, &lo, &hi);
+    if (g->max) {
+        float best = -INFINITY;
+        bool any = false;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t t = lo; t < hi; t++) {
+                const float v = x[(y0 + r) * g->w + bx + t];
+                if (!any || v > best) best = v;
+                any = true;
+            }
+        return best;
+    }
+    float sum = 0.0f;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t t = lo; t < hi; t++) sum += x[(y0 + r) * g->w + bx + t];
+    int64_t cnt = rows * (hi > lo ? hi - lo : 0);
+    if (g->include_pad) {
+        int64_t plo, phi;
+        pl_range(ox * g->sw, g->ew, g->kw, &plo, &phi);
+        cnt = cnt_hp * (phi > plo ? phi - plo : 0);
+    }
+    return cnt > 0 ? sum / (float)cnt : NAN;
+}
+
+/* The interior columns of one output row: MAX_ picks max or sum, SC_ the stride class (1, 2, or
+ * 3 for a gather); both are constants at every call, so each pair compiles to its own loop. */
+FV_INLINE void pl_interior(const af_pool2d *g, const float *x0, int64_t rows, float cnt, float *yrow, const int MAX_,
+                           const int SC_) {
+    const int64_t sw = g->sw, kw = g->kw, w = g->w;
+    for (int64_t ox = g->ox_lo; ox < g->ox_hi; ox += FV_W) {
+        const int64_t nl = g->ox_hi - ox < FV_W ? g->ox_hi - ox : FV_W;
+        fv_v acc = MAX_ ? fv_set1(-INFINITY) : fv_zero();
+        for (int64_t r = 0; r < rows; r++) {
+            const float *p = x0 + r * w + ox * sw - g->pw;
+            for (int64_t t = 0; t < kw; t++) {
+                const fv_v v = SC_ == 1   ? fv_load_s1(p + t, nl)
+                               : SC_ == 2 ? fv_load_s2(p + t, nl)
+                                          : fv_load_sg(p + t, sw, nl);
+                acc = MAX_ ? fv_max(v, acc) : fv_add(acc, v);
+            }
+        }
+        if (!MAX_) acc = fv_div(acc, fv_set1(cnt)); /* 0 / 0 = NaN: an empty window, as the reference */
+        if (nl == FV_W) fv_store(yrow + ox, acc);
+        else fv_storem(yrow + ox, fv_tail(nl), acc);
+    }
+}
+
+FV_TARGET static void FV_NAME(f32_pool2d_plane)(const af_pool2d *g, const float *x, float *y) {
+    const int sc = g->sw == 1 ? 1 : g->sw == 2 ? 2 : 3;
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        const int64_t by = oy * g->sh - g->ph;
+        int64_t rlo, rhi;
+        pl_range(by, g->h, g->kh, &rlo, &rhi);
+        const int64_t rows = rhi > rlo ? rhi - rlo : 0, y0 = by + rlo;
+        int64_t cnt_hp = rows;
+        if (g->include_pad) {
+            int64_t a, b;
+            pl_range(oy * g->sh, g->eh, g->kh, &a, &b);
+            cnt_hp = b > a ? b - a : 0;
+        }
+        float *yrow = y + oy * g->ow;
+        for (int64_t ox = 0; ox < g->ox_lo; ox++) yrow[ox] = pl_column(g, x, y0, rows, cnt_hp, ox);
+        for (int64_t ox = g->ox_hi; ox < g->ow; ox++) yrow[ox] = pl_column(g, x, y0, rows, cnt_hp, ox);
+        const float *x0 = rows > 0 ? x + y0 * g->w : x;
+        const float cnt = (float)((g->include_pad ? cnt_hp : rows) * g->kw);
+        if (g->max) {
+            if (sc == 1) pl_interior(g, x0, rows, cnt, yrow, 1, 1);
+            else if (sc == 2) pl_interior(g, x0, rows, cnt, yrow, 1, 2);
+            else pl_interior(g, x0, rows, cnt, yrow, 1, 3);
+        } else {
+            if (sc == 1) pl_interior(g, x0, rows, cnt, yrow, 0, 1);
+            else if (sc == 2) pl_interior(g, x0, rows, cnt, yrow, 0, 2);
+            else pl_interior(g, x0, rows, cnt, yrow, 0, 3);
+        }
+    }
+}
+
+/* The max or the mean of one plane of n contiguous elements; the mean's sum runs in double. */
+FV_TARGET static void FV_NAME(f32_global_pool)(bool max, int64_t n, const float *x, float *y) {
+    int64_t i = 0;
+    if (max) {
+        const fv_v ninf = fv_set1(-INFINITY);
+        fv_v acc = ninf;
+        for (; i + FV_W <= n; i += FV_W) acc = fv_max(fv_load(x + i), acc);
+        if (i < n) acc = fv_max(fv_loadmf(x + i, fv_tail(n - i), ninf), acc);
+        *y = fv_hmax(acc);
+        return;
+    }
+    fv_dacc acc = fv_dacc_zero();
+    for (; i + FV_W <= n; i += FV_W) fv_dacc_add(&acc, fv_load(x + i));
+    if (i < n) fv_dacc_add(&acc, fv_loadm(x + i, fv_tail(n - i)));
+    *y = n > 0 ? (float)(fv_dacc_sum(acc) / (double)n) : NAN;
+}

@@ -1,0 +1,121 @@
+/* The AVX2+FMA instantiation of the elementwise, pool and norm loops: the fv_* vector layer on
+ * __m256 (8 lanes; tails through maskload/maskstore) and the af_vec_avx2 table. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/fast/vec_internal.h"
+#include "kernels/vmath_x86.h"
+
+#define FV_TARGET __attribute__((target("avx2,fma")))
+#define FV_INLINE FV_TARGET static inline __attribute__((always_inline))
+#define FV_SUFFIX avx2
+#define FV_CAT_(a, b) a##__##b
+#define FV_CAT(a, b) FV_CAT_(a, b)
+#define FV_NAME(f) FV_CAT(f, FV_SUFFIX)
+#define FV_W 8
+
+typedef __m256 fv_v;
+typedef __m256i fv_m; /* all-ones lanes are on */
+typedef struct fv_dacc {
+    __m256d lo, hi;
+} fv_dacc;
+
+static const int32_t fv_tail_bits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* The first n lanes, 0 <= n <= 8. */
+FV_INLINE fv_m fv_tail(int64_t n) { return _mm256_loadu_si256((const __m256i *)(fv_tail_bits + 8 - n)); }
+FV_INLINE fv_v fv_load(const float *p) { return _mm256_loadu_ps(p); }
+FV_INLINE void fv_store(float *p, fv_v v) { _mm256_storeu_ps(p, v); }
+FV_INLINE fv_v fv_loadm(const float *p, fv_m m) { return _mm256_maskload_ps(p, m); }
+FV_INLINE fv_v fv_loadmf(const float *p, fv_m m, fv_v fill) {
+    return _mm256_blendv_ps(fill, _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
+FV_INLINE void fv_storem(float *p, fv_m m, fv_v v) { _mm256_maskstore_ps(p, m, v); }
+FV_INLINE fv_v fv_set1(float x) { return _mm256_set1_ps(x); }
+FV_INLINE fv_v fv_zero(void) { return _mm256_setzero_ps(); }
+FV_INLINE fv_v fv_add(fv_v a, fv_v b) { return _mm256_add_ps(a, b); }
+FV_INLINE fv_v fv_sub(fv_v a, fv_v b) { return _mm256_sub_ps(a, b); }
+FV_INLINE fv_v fv_mul(fv_v a, fv_v b) { return _mm256_mul_ps(a, b); }
+FV_INLINE fv_v fv_div(fv_v a, fv_v b) { return _mm256_div_ps(a, b); }
+FV_INLINE fv_v fv_fma(fv_v a, fv_v b, fv_v c) { return _mm256_fmadd_ps(a, b, c); }
+/* a > b ? a : b and a < b ? a : b per lane: b when either is NaN, as the x86 instructions do. */
+FV_INLINE fv_v fv_max(fv_v a, fv_v b) { return _mm256_max_ps(a, b); }
+FV_INLINE fv_v fv_min(fv_v a, fv_v b) { return _mm256_min_ps(a, b); }
+FV_INLINE fv_v fv_sqrt(fv_v a) { return _mm256_sqrt_ps(a); }
+FV_INLINE fv_v fv_neg(fv_v a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+FV_INLINE fv_v fv_abs(fv_v a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+/* x < 0 ? t : x */
+FV_INLINE fv_v fv_select_neg(fv_v x, fv_v t) {
+    return _mm256_blendv_ps(x, t, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+/* r, or a + b (NaN) where a or b is NaN. */
+FV_INLINE fv_v fv_nan_either(fv_v a, fv_v b, fv_v r) {
+    return _mm256_blendv_ps(r, _mm256_add_ps(a, b), _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+}
+/* x == c ? t : f */
+FV_INLINE fv_v fv_select_eq(fv_v x, fv_v c, fv_v t, fv_v f) {
+    return _mm256_blendv_ps(f, t, _mm256_cmp_ps(x, c, _CMP_EQ_OQ));
+}
+/* Lanes outside m become 0. */
+FV_INLINE fv_v fv_zerom(fv_m m, fv_v v) { return _mm256_and_ps(v, _mm256_castsi256_ps(m)); }
+FV_INLINE float fv_hmax(fv_v v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+FV_INLINE fv_v fv_exp(fv_v v) { return af_vexp_avx2(v); }
+FV_INLINE fv_v fv_sigmoid(fv_v v) { return af_vsigmoid_avx2(v); }
+FV_INLINE fv_v fv_tanh(fv_v v) { return af_vtanh_avx2(v); }
+FV_INLINE fv_v fv_erf(fv_v v) { return af_verf_avx2(v); }
+
+/* Double accumulators: 8 float lanes widen into two vectors of 4 doubles. */
+FV_INLINE fv_dacc fv_dacc_zero(void) { return (fv_dacc){_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+FV_INLINE void fv_dacc_add(fv_dacc *acc, fv_v v) {
+    acc->lo = _mm256_add_pd(acc->lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    acc->hi = _mm256_add_pd(acc->hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+/* acc += (v - mean)^2 in double. */
+FV_INLINE void fv_dacc_add_sq(fv_dacc *acc, fv_v v, double mean) {
+    const __m256d m = _mm256_set1_pd(mean);
+    __m256d lo = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m);
+    __m256d hi = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m);
+    acc->lo = _mm256_fmadd_pd(lo, lo, acc->lo);
+    acc->hi = _mm256_fmadd_pd(hi, hi, acc->hi);
+}
+FV_INLINE double fv_dacc_sum(fv_dacc acc) {
+    __m256d s = _mm256_add_pd(acc.lo, acc.hi);
+    __m128d t = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
+}
+
+/* Output lanes [0, n) (1 <= n <= 8) of a row read with stride 1, 2 or s: lane j is p[j * s].
+ * Only the elements those lanes need are read. */
+FV_INLINE fv_v fv_load_s1(const float *p, int64_t n) { return n == FV_W ? fv_load(p) : fv_loadm(p, fv_tail(n)); }
+FV_INLINE fv_v fv_load_s2(const float *p, int64_t n) {
+    const int64_t need = 2 * n - 1;
+    const __m256 lo = _mm256_maskload_ps(p, fv_tail(need < 8 ? need : 8));
+    const __m256 hi = _mm256_maskload_ps(p + 8, fv_tail(need > 8 ? need - 8 : 0));
+    /* [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6], then the 64-bit pairs reordered 0 2 1 3. */
+    const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)s));
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, idx, _mm256_castsi256_ps(fv_tail(n)), 4);
+}
+
+#include "kernels/fast/elementwise_body.h"
+#include "kernels/fast/norm_body.h"
+#include "kernels/fast/pool_body.h"
+
+const af_vec_kernels af_vec_avx2 = {
+    .isa = AF_ISA_AVX2,
+    .ew_unary = FV_NAME(f32_ew_unary),
+    .ew_binary = FV_NAME(f32_ew_binary),
+    .pool2d_plane = FV_NAME(f32_pool2d_plane),
+    .global_pool = FV_NAME(f32_global_pool),
+    .softmax_row = FV_NAME(f32_softmax_row),
+    .layernorm_row = FV_NAME(f32_layernorm_row),
+    .scale_shift = FV_NAME(f32_scale_shift),
+};

@@ -1,0 +1,112 @@
+/* The AVX-512 instantiation of the elementwise, pool and norm loops: the fv_* vector layer on
+ * __m512 (16 lanes, masked tails) and the af_vec_avx512 table. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/fast/vec_internal.h"
+#include "kernels/vmath_x86.h"
+
+#define FV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define FV_INLINE FV_TARGET static inline __attribute__((always_inline))
+#define FV_SUFFIX avx512
+#define FV_CAT_(a, b) a##__##b
+#define FV_CAT(a, b) FV_CAT_(a, b)
+#define FV_NAME(f) FV_CAT(f, FV_SUFFIX) /* f32_ew_unary__avx512 */
+#define FV_W 16
+
+typedef __m512 fv_v;
+typedef __mmask16 fv_m;
+typedef struct fv_dacc {
+    __m512d lo, hi;
+} fv_dacc;
+
+/* The first n lanes, 0 <= n <= 16. */
+FV_INLINE fv_m fv_tail(int64_t n) { return (__mmask16)((1u << n) - 1u); }
+FV_INLINE fv_v fv_load(const float *p) { return _mm512_loadu_ps(p); }
+FV_INLINE void fv_store(float *p, fv_v v) { _mm512_storeu_ps(p, v); }
+FV_INLINE fv_v fv_loadm(const float *p, fv_m m) { return _mm512_maskz_loadu_ps(m, p); }
+FV_INLINE fv_v fv_loadmf(const float *p, fv_m m, fv_v fill) { return _mm512_mask_loadu_ps(fill, m, p); }
+FV_INLINE void fv_storem(float *p, fv_m m, fv_v v) { _mm512_mask_storeu_ps(p, m, v); }
+FV_INLINE fv_v fv_set1(float x) { return _mm512_set1_ps(x); }
+FV_INLINE fv_v fv_zero(void) { return _mm512_setzero_ps(); }
+FV_INLINE fv_v fv_add(fv_v a, fv_v b) { return _mm512_add_ps(a, b); }
+FV_INLINE fv_v fv_sub(fv_v a, fv_v b) { return _mm512_sub_ps(a, b); }
+FV_INLINE fv_v fv_mul(fv_v a, fv_v b) { return _mm512_mul_ps(a, b); }
+FV_INLINE fv_v fv_div(fv_v a, fv_v b) { return _mm512_div_ps(a, b); }
+FV_INLINE fv_v fv_fma(fv_v a, fv_v b, fv_v c) { return _mm512_fmadd_ps(a, b, c); }
+/* a > b ? a : b and a < b ? a : b per lane: b when either is NaN, as the x86 instructions do. */
+FV_INLINE fv_v fv_max(fv_v a, fv_v b) { return _mm512_max_ps(a, b); }
+FV_INLINE fv_v fv_min(fv_v a, fv_v b) { return _mm512_min_ps(a, b); }
+FV_INLINE fv_v fv_sqrt(fv_v a) { return _mm512_sqrt_ps(a); }
+FV_INLINE fv_v fv_neg(fv_v a) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32((int)0x80000000u)));
+}
+FV_INLINE fv_v fv_abs(fv_v a) {
+    return _mm512_castsi512_ps(_mm512_andnot_si512(_mm512_set1_epi32((int)0x80000000u), _mm512_castps_si512(a)));
+}
+/* x < 0 ? t : x */
+FV_INLINE fv_v fv_select_neg(fv_v x, fv_v t) {
+    return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), t);
+}
+/* r, or a + b (NaN) where a or b is NaN. */
+FV_INLINE fv_v fv_nan_either(fv_v a, fv_v b, fv_v r) {
+    return _mm512_mask_add_ps(r, _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), a, b);
+}
+/* x == c ? t : f */
+FV_INLINE fv_v fv_select_eq(fv_v x, fv_v c, fv_v t, fv_v f) {
+    return _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(x, c, _CMP_EQ_OQ), t);
+}
+/* Lanes outside m become 0. */
+FV_INLINE fv_v fv_zerom(fv_m m, fv_v v) { return _mm512_maskz_mov_ps(m, v); }
+FV_INLINE float fv_hmax(fv_v v) { return _mm512_reduce_max_ps(v); }
+FV_INLINE fv_v fv_exp(fv_v v) { return af_vexp_avx512(v); }
+FV_INLINE fv_v fv_sigmoid(fv_v v) { return af_vsigmoid_avx512(v); }
+FV_INLINE fv_v fv_tanh(fv_v v) { return af_vtanh_avx512(v); }
+FV_INLINE fv_v fv_erf(fv_v v) { return af_verf_avx512(v); }
+
+/* Double accumulators: 16 float lanes widen into two vectors of 8 doubles. */
+FV_INLINE fv_dacc fv_dacc_zero(void) { return (fv_dacc){_mm512_setzero_pd(), _mm512_setzero_pd()}; }
+FV_INLINE void fv_dacc_add(fv_dacc *acc, fv_v v) {
+    acc->lo = _mm512_add_pd(acc->lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    acc->hi = _mm512_add_pd(acc->hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+}
+/* acc += (v - mean)^2 in double. */
+FV_INLINE void fv_dacc_add_sq(fv_dacc *acc, fv_v v, double mean) {
+    const __m512d m = _mm512_set1_pd(mean);
+    __m512d lo = _mm512_sub_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), m);
+    __m512d hi = _mm512_sub_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)), m);
+    acc->lo = _mm512_fmadd_pd(lo, lo, acc->lo);
+    acc->hi = _mm512_fmadd_pd(hi, hi, acc->hi);
+}
+FV_INLINE double fv_dacc_sum(fv_dacc acc) { return _mm512_reduce_add_pd(_mm512_add_pd(acc.lo, acc.hi)); }
+
+/* Output lanes [0, n) (1 <= n <= 16) of a row read with stride 1, 2 or s: lane j is p[j * s].
+ * Only the elements those lanes need are read. */
+FV_INLINE fv_v fv_load_s1(const float *p, int64_t n) { return n == FV_W ? fv_load(p) : fv_loadm(p, fv_tail(n)); }
+FV_INLINE fv_v fv_load_s2(const float *p, int64_t n) {
+    const int64_t need = 2 * n - 1;
+    const __m512 lo = _mm512_maskz_loadu_ps(fv_tail(need < 16 ? need : 16), p);
+    const __m512 hi = _mm512_maskz_loadu_ps(fv_tail(need > 16 ? need - 16 : 0), p + 16);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_ps(lo, even, hi);
+}
+FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)s));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), fv_tail(n), idx, p, 4);
+}
+
+#include "kernels/fast/elementwise_body.h"
+#include "kernels/fast/norm_body.h"
+#include "kernels/fast/pool_body.h"
+
+const af_vec_kernels af_vec_avx512 = {
+    .isa = AF_ISA_AVX512,
+    .ew_unary = FV_NAME(f32_ew_unary),
+    .ew_binary = FV_NAME(f32_ew_binary),
+    .pool2d_plane = FV_NAME(f32_pool2d_plane),
+    .global_pool = FV_NAME(f32_global_pool),
+    .softmax_row = FV_NAME(f32_softmax_row),
+    .layernorm_row = FV_NAME(f32_layernorm_row),
+    .scale_shift = FV_NAME(f32_scale_shift),
+};
