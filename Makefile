@@ -17,7 +17,8 @@ LDFLAGS := $(OPT)
 
 GEN_C := $(BUILD)/gen/onnx.pb-c.c
 LIB_SRC := $(shell find src -name '*.c' | sort)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/onnx.pb-c.o
+RULES := $(sort $(wildcard rules/*.rules))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/onnx.pb-c.o $(BUILD)/gen/builtin_rules.o
 
 CLI := $(BUILD)/autofusion
 TESTS := $(BUILD)/test_unit $(BUILD)/test_conformance
@@ -31,6 +32,15 @@ all: $(CLI) $(TESTS)
 $(GEN_C): $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+
+# The built-in fusion rules, embedded as one C string so the library needs no files at run time.
+$(BUILD)/gen/builtin_rules.c: $(RULES)
+	@mkdir -p $(BUILD)/gen
+	{ echo 'const char af_builtin_rules[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $(RULES); echo ';'; } > $@
+
+$(BUILD)/gen/builtin_rules.o: $(BUILD)/gen/builtin_rules.c
+	$(CC) -std=c11 $(OPT) -c $< -o $@
 
 $(BUILD)/gen/onnx.pb-c.o: $(GEN_C)
 	$(CC) -std=c11 $(OPT) -I$(BUILD)/gen -c $< -o $@

@@ -4,6 +4,8 @@
  *   autofusion inspect MODEL
  *   autofusion run MODEL [--input NAME=FILE.pb ...] [--inputs DIR] [--output-dir DIR] [--threads N] [--seed S]
  *   autofusion bench MODEL [--warmup N] [--iterations N] [--threads N] [--level N] [--json] [--input ...]
+ *   autofusion fuse MODEL [--config FILE] [--level N] [--threads N]    (the fusion report)
+ * run and bench also take --config FILE and --level N.
  *
  * --inputs DIR reads DIR/input_K.pb for graph input K (the ONNX backend-test layout).
  * Exit status 0 on success; otherwise 1 with a one-line error naming the cause on stderr.
@@ -32,7 +34,9 @@ static void usage(FILE *f) {
     fprintf(f, "usage: autofusion inspect MODEL\n"
                "       autofusion run MODEL [--input NAME=FILE.pb ...] [--inputs DIR] [--output-dir DIR] [--threads N] [--seed S]\n"
                "       autofusion bench MODEL [--warmup N] [--iterations N] [--threads N] [--level N] [--json]\n"
-               "                        [--input NAME=FILE.pb ...] [--reference] [--isa avx512|avx2|scalar]\n");
+               "                        [--input NAME=FILE.pb ...] [--reference] [--isa avx512|avx2|scalar]\n"
+               "       autofusion fuse MODEL [--config FILE] [--level N] [--threads N]\n"
+               "  run, bench and fuse take --config FILE (docs/config.md) and --level N (0-3; default: the config's)\n");
 }
 
 static double now_ms(void) {
@@ -132,7 +136,7 @@ static int random_input(const af_value_info *v, af_tensor *t) {
 
 /* Times `iterations` runs after `warmup`, and prints latency percentiles, throughput and memory. */
 static int bench_session(af_session *s, int n_in, const char **names, const af_tensor *inputs, int warmup,
-                         int iterations, int json, const char *path, int threads, int level, double create_ms) {
+                         int iterations, int json, const char *path, int threads, double create_ms) {
     af_error err = {0};
     for (int i = 0; i < warmup; i++)
         if (af_session_run(s, n_in, names, inputs, &err) != AF_OK) return fail("%s: %s", path, err.message);
@@ -155,10 +159,12 @@ static int bench_session(af_session *s, int n_in, const char **names, const af_t
     double mean = total / iterations;
     if (json)
         printf("{\"model\":\"%s\",\"runtime\":\"autofusion\",\"isa\":\"%s\",\"threads\":%d,\"level\":%d,"
+               "\"steps\":%d,\"fusion_ms\":%.3f,"
                "\"warmup\":%d,\"iterations\":%d,\"session_create_ms\":%.3f,\"median_ms\":%.3f,\"p50_ms\":%.3f,"
                "\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f,"
                "\"throughput_per_s\":%.3f,\"arena_bytes\":%zu,\"peak_rss_kb\":%ld}\n",
-               path, af_session_isa(s), threads, level, warmup, iterations, create_ms, p50, p50, p90, p99, mean, t[0],
+               path, af_session_isa(s), threads, af_session_fusion_level(s), af_session_n_steps(s), af_session_fusion_ms(s), warmup, iterations,
+               create_ms, p50, p50, p90, p99, mean, t[0],
                t[iterations - 1], 1000.0 / mean, af_session_arena_bytes(s), ru.ru_maxrss);
     else
         printf("model %s\nisa %s, threads %d, fusion level %d, %d warmup + %d timed runs\n"
@@ -166,17 +172,20 @@ static int bench_session(af_session *s, int n_in, const char **names, const af_t
                "throughput: %.2f inferences/s\nsession create: %.1f ms\n"
                "memory: activation arena %.2f MiB, peak RSS %.1f MiB\n"
                "(percentiles: nearest rank over the timed runs)\n",
-               path, af_session_isa(s), threads, level, warmup, iterations, p50, p90, p99, mean, t[0],
+               path, af_session_isa(s), threads, af_session_fusion_level(s), warmup, iterations, p50, p90, p99, mean, t[0],
                t[iterations - 1], 1000.0 / mean, create_ms, (double)af_session_arena_bytes(s) / 1048576.0,
                (double)ru.ru_maxrss / 1024.0);
     free(t);
     return 0;
 }
 
-static int cmd_run(int argc, char **argv, int bench) {
-    const char *path = argv[0], *out_dir = NULL, *isa = NULL, *in_dir = NULL;
+enum { CMD_RUN, CMD_BENCH, CMD_FUSE };
+
+static int cmd_run(int argc, char **argv, int cmd) {
+    const int bench = cmd == CMD_BENCH;
+    const char *path = argv[0], *out_dir = NULL, *isa = NULL, *in_dir = NULL, *config = NULL;
     const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
-    int n_given = 0, threads = 0, warmup = 5, iterations = 20, level = 0, json = 0, reference = 0;
+    int n_given = 0, threads = 0, warmup = 5, iterations = 20, level = -1, json = 0, reference = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             char *eq = strchr(argv[++i], '=');
@@ -201,8 +210,12 @@ static int cmd_run(int argc, char **argv, int bench) {
             warmup = atoi(argv[++i]);
         } else if (bench && !strcmp(argv[i], "--iterations") && i + 1 < argc) {
             iterations = atoi(argv[++i]);
-        } else if (bench && !strcmp(argv[i], "--level") && i + 1 < argc) {
-            level = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--level") && i + 1 < argc) {
+            char *end;
+            level = (int)strtol(argv[++i], &end, 10);
+            if (*end || level < 0 || level > 3) return fail("--level takes 0 to 3, not '%s'%s", argv[i], "");
+        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            config = argv[++i];
         } else if (bench && !strcmp(argv[i], "--json")) {
             json = 1;
         } else {
@@ -227,6 +240,7 @@ static int cmd_run(int argc, char **argv, int bench) {
     opts.fusion_level = level;
     opts.reference_kernels = reference;
     opts.isa = isa;
+    opts.config_path = config;
     double t_create = now_ms();
     /* The session owns the model from here: weights it packs are not kept twice. */
     if (af_session_create_owning(m, &opts, &s, &err) != AF_OK) {
@@ -279,8 +293,15 @@ static int cmd_run(int argc, char **argv, int bench) {
         }
     }
     t_create = now_ms() - t_create;
+    if (cmd == CMD_FUSE) {
+        af_session_fusion_report(s, stdout);
+        printf("session created in %.1f ms\n", t_create);
+        rc = 0;
+        n_in = 0;
+        goto done;
+    }
     if (bench) {
-        rc = bench_session(s, n_in, names, inputs, warmup, iterations, json, path, threads, level, t_create);
+        rc = bench_session(s, n_in, names, inputs, warmup, iterations, json, path, threads, t_create);
         goto done;
     }
     double ms = now_ms();
@@ -337,8 +358,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc >= 3 && !strcmp(argv[1], "inspect")) return cmd_inspect(argv[2]);
-    if (argc >= 3 && !strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2, 0);
-    if (argc >= 3 && !strcmp(argv[1], "bench")) return cmd_run(argc - 2, argv + 2, 1);
+    if (argc >= 3 && !strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2, CMD_RUN);
+    if (argc >= 3 && !strcmp(argv[1], "bench")) return cmd_run(argc - 2, argv + 2, CMD_BENCH);
+    if (argc >= 3 && !strcmp(argv[1], "fuse")) return cmd_run(argc - 2, argv + 2, CMD_FUSE);
     usage(stderr);
     return 2;
 }

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -134,7 +135,9 @@ void af_model_get_stats(const af_model *model, af_model_stats *stats);
 
 typedef struct af_session_options {
     int n_threads;         /* 0 = the cores this process may use */
-    int fusion_level;      /* 0 = no fusion */
+    int fusion_level;      /* -1 (default): the config's (2 unless it says otherwise); 0 = no fusion;
+                              1-3 (docs/config.md) */
+    const char *config_path; /* fusion config JSON (docs/config.md); NULL: the defaults */
     int reference_kernels; /* 1 = run only the plain reference kernels (the correctness oracle) */
     const char *isa;       /* NULL or "": the best the CPU has (the AF_ISA environment variable may
                               lower it); "avx512", "avx2" or "scalar" to force a lower level */
@@ -161,6 +164,14 @@ const af_tensor *af_session_output(const af_session *session, int i);
 const char *af_session_output_name(const af_session *session, int i);
 /* Bytes of the activation arena the memory plan reserves (0 before any plan exists). */
 size_t af_session_arena_bytes(const af_session *session);
+/* Writes the fusion report (groups, rejected candidates with reasons, the pass's time) to out. */
+void af_session_fusion_report(const af_session *session, FILE *out);
+/* Milliseconds the fusion pass took (pattern + cost + schedule); 0 at level 0. */
+double af_session_fusion_ms(const af_session *session);
+/* The fusion level the session's plan was built at. */
+int af_session_fusion_level(const af_session *session);
+/* Steps in the execution plan (nodes when unfused). */
+int af_session_n_steps(const af_session *session);
 /* The instruction-set level the session's kernels use: "avx512", "avx2" or "scalar". */
 const char *af_session_isa(const af_session *session);
 void af_session_free(af_session *session);

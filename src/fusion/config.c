@@ -46,7 +46,7 @@ const char *af_fusion_strategy_name(af_fusion_strategy s) {
 void af_fusion_config_default(af_fusion_config *cfg) {
     if (!cfg) return;
     memset(cfg, 0, sizeof *cfg);
-    cfg->fusion_level = 2;
+    cfg->fusion_level = 3;
     cfg->fusion_aggressiveness = 0.5;
     cfg->max_fused_ops = 16;
     for (int f = 0; f < AF_FUSION_FAMILY_COUNT; f++) cfg->policy[f] = AF_POLICY_MEMORY_AWARE;

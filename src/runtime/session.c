@@ -4,6 +4,8 @@
 
 #include "ir/model.h"
 #include "ir/tensor.h"
+#include "fusion/config.h"
+#include "fusion/engine.h"
 #include "runtime/executor.h"
 #include "runtime/plan.h"
 #include "runtime/memory_plan.h"
@@ -23,10 +25,11 @@ struct af_session {
     af_isa isa;
     af_threadpool *pool;
     void *workspace;    /* the largest scratch any kernel needs */
+    af_fusion_result fusion; /* how the plan was fused */
 };
 
 af_session_options af_session_options_default(void) {
-    return (af_session_options){.n_threads = 0, .fusion_level = 0, .reference_kernels = 0, .isa = NULL};
+    return (af_session_options){.n_threads = 0, .fusion_level = -1, .reference_kernels = 0, .isa = NULL};
 }
 
 void af_session_free(af_session *s) {
@@ -34,6 +37,7 @@ void af_session_free(af_session *s) {
     for (int i = 0; s->outputs && i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
     af_free(s->outputs);
     af_exec_plan_free(&s->plan);
+    af_fusion_result_free(&s->fusion);
     af_lifetimes_free(&s->lifetimes);
     af_free_aligned(s->workspace);
     af_threadpool_free(s->pool);
@@ -49,8 +53,9 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
     af_session_options defaults = af_session_options_default();
     if (!opts) opts = &defaults;
     if (opts->n_threads < 0) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "n_threads must be >= 0");
-    if (opts->fusion_level < 0 || opts->fusion_level > 3)
-        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "fusion_level must be 0 to 3, not %d", opts->fusion_level);
+    if (opts->fusion_level < -1 || opts->fusion_level > 3)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "fusion_level must be -1 (from the config) or 0 to 3, not %d",
+                         opts->fusion_level);
     const af_graph *g = model->graph;
     af_session *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
@@ -77,13 +82,32 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
         goto fail;
     }
     int n_threads = af_threadpool_n_threads(s->pool);
-    st = af_exec_plan_unfused(g, s->isa, n_threads, opts->reference_kernels != 0, &s->plan, err);
+    af_fusion_config cfg;
+    af_fusion_config_default(&cfg);
+    if (opts->config_path && (st = af_fusion_config_load_file(opts->config_path, &cfg, err)) != AF_OK) {
+        af_fusion_config_free(&cfg);
+        goto fail;
+    }
+    if (opts->fusion_level >= 0) cfg.fusion_level = opts->fusion_level;
+    if (opts->reference_kernels) cfg.fusion_level = 0; /* the oracle runs every node as written */
+    if (cfg.fusion_level == 0 || opts->reference_kernels)
+        st = af_exec_plan_unfused(g, s->isa, n_threads, opts->reference_kernels != 0, &s->plan, err);
+    else
+        st = af_fusion_plan(g, &cfg, s->isa, n_threads, &s->plan, &s->fusion, err);
+    uint64_t max_mem = cfg.max_mem_usage;
+    af_fusion_config_free(&cfg);
     if (st != AF_OK) goto fail;
     if ((st = af_lifetimes_compute(g, &s->plan, &s->lifetimes, err)) != AF_OK) goto fail;
     if ((st = af_memory_plan_build(g, &s->lifetimes, &s->memory, err)) != AF_OK) goto fail;
     if (s->memory.arena_bytes && !(s->arena = af_malloc_aligned(s->memory.arena_bytes))) {
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: the activation arena needs %zu bytes",
                        s->memory.arena_bytes);
+        goto fail;
+    }
+    if (max_mem && s->memory.arena_bytes + s->plan.workspace_bytes > max_mem) {
+        st = af_errorf(err, AF_ERR_LIMIT,
+                       "the plan needs %zu bytes of activations and scratch; resource_constraints.max_mem_usage is %llu",
+                       s->memory.arena_bytes + s->plan.workspace_bytes, (unsigned long long)max_mem);
         goto fail;
     }
     if (s->plan.workspace_bytes && !(s->workspace = af_malloc_aligned(s->plan.workspace_bytes))) {
@@ -207,5 +231,23 @@ const char *af_session_output_name(const af_session *s, int i) {
 }
 
 size_t af_session_arena_bytes(const af_session *s) { return s ? s->memory.arena_bytes : 0; }
+
+void af_session_fusion_report(const af_session *s, FILE *out) {
+    if (!s || !out) return;
+    if (s->plan.fusion_level == 0 && !s->fusion.candidates.n) {
+        fprintf(out, "fusion level 0: no fusion (%d steps)\n", s->plan.n_steps);
+        return;
+    }
+    af_fusion_report_write(s->model->graph, &s->fusion, out);
+    fprintf(out, "plan: %d steps for %d nodes\n", s->plan.n_steps, s->model->graph->n_nodes);
+}
+
+double af_session_fusion_ms(const af_session *s) {
+    return s ? s->fusion.pattern_ms + s->fusion.cost_ms + s->fusion.sched_ms : 0;
+}
+
+int af_session_n_steps(const af_session *s) { return s ? s->plan.n_steps : 0; }
+
+int af_session_fusion_level(const af_session *s) { return s ? s->plan.fusion_level : 0; }
 
 const char *af_session_isa(const af_session *s) { return s ? af_isa_name(s->isa) : "unknown"; }

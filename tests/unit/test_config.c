@@ -37,7 +37,7 @@ static int n_no_fusion(const af_fusion_config *c) {
 AF_TEST(config_defaults) {
     af_fusion_config c;
     af_fusion_config_default(&c);
-    CHECK_EQ_INT(c.fusion_level, 2);
+    CHECK_EQ_INT(c.fusion_level, 3);
     CHECK(c.fusion_aggressiveness == 0.5);
     CHECK_EQ_INT(c.max_fused_ops, 16);
     CHECK_EQ_INT(n_no_fusion(&c), 0);

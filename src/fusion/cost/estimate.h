@@ -1,0 +1,101 @@
+/*
+ * Cost estimates of nodes and fusion candidates on a hardware model (docs/cost_model.md has the
+ * formulas and constants): flops, bytes moved, a roofline latency per kernel, the change of peak
+ * activation memory and an energy estimate, and the config-weighted score.
+ *
+ *   af_cost_graph cg;
+ *   af_cost_graph_init(&cg, g, err);                 // per-value last readers, once per graph
+ *   af_group_estimate e;
+ *   af_cost_estimate_group(&cg, &hw, &cands.items[i], &e);
+ *   double s = af_cost_score(&e, &cfg);              // > 0: profitable
+ *   af_cost_graph_free(&cg);
+ *
+ * Shapes come from the graph's static shapes; a dim that is unknown (symbolic) is taken as
+ * AF_COST_NOMINAL_DIM and the estimate says so (nominal_dims).
+ */
+#ifndef AF_FUSION_COST_ESTIMATE_H
+#define AF_FUSION_COST_ESTIMATE_H
+
+#include <stdbool.h>
+
+#include "fusion/config.h"
+#include "fusion/cost/hardware.h"
+#include "fusion/fusion.h"
+
+#define AF_COST_NOMINAL_DIM 64       /* stands for an unknown dim */
+#define AF_COST_NOMINAL_NUMEL 4096   /* stands for a tensor of unknown rank */
+
+/* Compute efficiency: the fraction of the FMA peak each kind of kernel reaches (calibrated on the
+ * library's kernels with bench/cost_model_check.c; see docs/cost_model.md). */
+#define AF_COST_EFF_GEMM 0.70        /* Conv (im2col/1x1 GEMM), MatMul, Gemm on the packed GEMM */
+#define AF_COST_EFF_DEPTHWISE 0.15   /* depthwise Conv: few MACs per loaded element */
+#define AF_COST_EFF_VECTOR 0.25      /* elementwise, reductions, normalizations: SIMD, no FMA chains */
+
+/* Flops per element of the ops that are not multiply-accumulates. */
+#define AF_COST_FLOPS_TRANSCENDENTAL 12.0 /* exp, log, tanh, erf, sigmoid...: polynomial + range reduction */
+#define AF_COST_FLOPS_DIVIDE 4.0          /* div, sqrt, reciprocal: slow pipes */
+#define AF_COST_FLOPS_SOFTMAX 18.0        /* max, subtract, exp, sum, divide */
+#define AF_COST_FLOPS_NORM 8.0            /* mean, variance, normalize, scale, shift */
+
+/* Per-value facts of one graph the estimates need; built once, read-only afterwards. */
+typedef struct af_cost_graph {
+    const af_graph *g;
+    int *last_use; /* per value: index of the last node reading it (subgraph captures count at the
+                      capturing node); g->n_nodes for graph outputs; -1 when unread */
+} af_cost_graph;
+
+af_status af_cost_graph_init(af_cost_graph *cg, const af_graph *g, af_error *err);
+void af_cost_graph_free(af_cost_graph *cg);
+
+/* One node run as its own kernel. */
+typedef struct af_node_cost {
+    double flops;
+    double bytes;      /* inputs read + outputs written */
+    double compute_us; /* flops / (peak * efficiency) */
+    double memory_us;  /* bytes / bandwidth for that footprint */
+    double time_us;    /* max(compute, memory) + kernel overhead */
+} af_node_cost;
+
+void af_cost_node(const af_graph *g, const af_hw_model *hw, int node, af_node_cost *out);
+
+typedef struct af_group_estimate {
+    double flops_unfused, flops_fused;  /* fused drops a BatchNormalization folded into its Conv */
+    double bytes_unfused, bytes_fused;  /* fused: external inputs (activations and constants) + output */
+    double time_unfused_us, time_fused_us;
+    double peak_delta;                  /* bytes; negative: the group lowers peak activation memory */
+    double energy_unfused_uj, energy_fused_uj;
+    bool nominal_dims;                  /* some dim was unknown and taken as AF_COST_NOMINAL_DIM */
+} af_group_estimate;
+
+/* Estimates candidate c, whose nodes must be valid indices of cg->g (the caller checks). */
+void af_cost_estimate_group(const af_cost_graph *cg, const af_hw_model *hw, const af_fusion_candidate *c,
+                            af_group_estimate *out);
+
+/* score = (w_lat*dt/t_u + w_mem*db/b_u + w_en*de/e_u) / (w_lat + w_mem + w_en), the weighted
+ * fractions of the group's unfused time, traffic and energy that fusion saves (<= 1; > 0 means
+ * profitable). 0 when every weight is 0. */
+double af_cost_score(const af_group_estimate *e, const af_fusion_config *cfg);
+/* The whole graph run unfused (every node its own kernel): the scale af_cost_gain measures in. */
+typedef struct af_cost_totals {
+    double time_us, bytes, energy_uj;
+} af_cost_totals;
+void af_cost_graph_totals(const af_cost_graph *cg, const af_hw_model *hw, af_cost_totals *out);
+/* gain = (w_lat*dt/T + w_mem*db/B + w_en*de/E) / (w_lat + w_mem + w_en) with T, B, E the graph's
+ * totals: the weighted share of the whole model's cost a candidate saves. Unlike the score it is
+ * comparable across candidates of different sizes, so overlaps are resolved by it. */
+double af_cost_gain(const af_group_estimate *e, const af_fusion_config *cfg, const af_cost_totals *t);
+
+/* The score a memory_aware candidate must exceed: AF_COST_THRESHOLD_SPAN * (1 - 2a), a the
+ * fusion_aggressiveness clamped to 0..1: +span at 0 (a clear margin), break-even at the default
+ * 0.5, -span at 1 (accepts small predicted losses, within the model's error). */
+#define AF_COST_THRESHOLD_SPAN 0.05
+double af_cost_threshold(const af_fusion_config *cfg);
+
+/* The model's memory footprint for the strategy choice: constant bytes, and the largest sum of
+ * activation bytes live at once when every node is its own step. */
+void af_cost_footprint(const af_cost_graph *cg, double *weight_bytes, double *peak_activation_bytes);
+
+/* Bytes of value v's tensor (unknown dims nominal; *nominal set when one was). */
+double af_cost_value_bytes(const af_graph *g, int v, bool *nominal);
+
+#endif

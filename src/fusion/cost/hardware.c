@@ -1,0 +1,578 @@
+/* The hardware model: CPU facts, available memory, FMA and bandwidth micro-benchmarks, and the
+ * key=value cache file that spares re-measuring them in every process. */
+#include "fusion/cost/hardware.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/alloc.h"
+#include "util/error.h"
+#include "util/threadpool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define AF_HW_X86 1
+#endif
+
+#define CACHE_VERSION 1
+
+/* Conservative built-in numbers (lite_mode, failed measurements): well below any recent x86 core,
+ * so estimates err towards "memory is slow", the side where fusion decisions stay safe. */
+static const double default_gflops_core[AF_ISA_COUNT] = {2.0, 16.0, 32.0}; /* scalar, avx2, avx512 */
+#define DEFAULT_BW_DRAM_CORE 8.0
+#define DEFAULT_BW_DRAM_ALL 16.0
+#define DEFAULT_L3_FACTOR 2.0 /* L3 copy bandwidth over DRAM's, one core */
+#define DEFAULT_L2_FACTOR 4.0
+
+const char *af_hw_source_name(af_hw_source s) {
+    switch (s) {
+    case AF_HW_DEFAULT: return "default";
+    case AF_HW_CONFIG: return "config";
+    case AF_HW_CACHED: return "cached";
+    case AF_HW_MEASURED: return "measured";
+    }
+    return "unknown";
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ---- CPU facts and memory ------------------------------------------------------------------- */
+
+static void read_cpu_model(char *buf, size_t size) {
+    snprintf(buf, size, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        const char *p = strchr(line, ':');
+        if (!p) break;
+        p++;
+        while (*p == ' ' || *p == '\t') p++;
+        size_t n = strcspn(p, "\r\n");
+        /* '=' and '\n' would break the cache file's lines */
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%.*s", (int)n, p);
+        for (char *q = tmp; *q; q++)
+            if (*q == '=') *q = '-';
+        if (*tmp) snprintf(buf, size, "%s", tmp);
+        break;
+    }
+    fclose(f);
+}
+
+static int read_text(const char *path, char *buf, size_t size) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t got = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    return got > 0;
+}
+
+/* A cgroup number file: "max" (v2) or a huge v1 value means no limit. */
+static int read_limit(const char *path, uint64_t *out) {
+    char buf[64];
+    if (!read_text(path, buf, sizeof buf)) return 0;
+    if (!strncmp(buf, "max", 3)) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (end == buf || errno) return 0;
+    if (v >= (1ull << 60)) return 0; /* v1 reports "unlimited" as ~2^63 rounded to pages */
+    *out = v;
+    return 1;
+}
+
+static uint64_t meminfo_field(const char *root, const char *key) {
+    char path[512], line[256];
+    snprintf(path, sizeof path, "%s/proc/meminfo", root);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    uint64_t v = 0;
+    size_t klen = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, klen) != 0 || line[klen] != ':') continue;
+        v = (uint64_t)strtoull(line + klen + 1, NULL, 10) * 1024; /* kB */
+        break;
+    }
+    fclose(f);
+    return v;
+}
+
+/* Lowers *best to limit - usage of the cgroup directory dir (v2 or v1 file names). */
+static void cgroup_dir(const char *dir, bool v2, uint64_t *best) {
+    char p1[600], p2[600];
+    snprintf(p1, sizeof p1, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+    snprintf(p2, sizeof p2, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+    uint64_t limit, usage = 0;
+    if (!read_limit(p1, &limit)) return;
+    read_limit(p2, &usage);
+    uint64_t free_bytes = limit > usage ? limit - usage : 0;
+    if (free_bytes < *best) *best = free_bytes;
+}
+
+uint64_t af_hw_available_memory(const char *root) {
+    if (!root) root = "";
+    uint64_t best = meminfo_field(root, "MemAvailable");
+    if (!best) best = meminfo_field(root, "MemFree");
+    if (!best) best = UINT64_MAX;
+    char dir[512];
+    /* The mount's own files (a container sees its cgroup there), then this process's path in it. */
+    snprintf(dir, sizeof dir, "%s/sys/fs/cgroup", root);
+    cgroup_dir(dir, true, &best);
+    snprintf(dir, sizeof dir, "%s/sys/fs/cgroup/memory", root);
+    cgroup_dir(dir, false, &best);
+    char path[512], line[512];
+    snprintf(path, sizeof path, "%s/proc/self/cgroup", root);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        const char *c1 = strchr(line, ':');
+        const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2 || !strcmp(c2 + 1, "/")) continue;
+        if (!strncmp(line, "0::", 3)) {
+            snprintf(dir, sizeof dir, "%s/sys/fs/cgroup%s", root, c2 + 1);
+            cgroup_dir(dir, true, &best);
+        } else if ((size_t)(c2 - c1 - 1) == 6 && !strncmp(c1 + 1, "memory", 6)) {
+            snprintf(dir, sizeof dir, "%s/sys/fs/cgroup/memory%s", root, c2 + 1);
+            cgroup_dir(dir, false, &best);
+        }
+    }
+    if (f) fclose(f);
+    return best == UINT64_MAX ? 0 : best;
+}
+
+/* ---- micro-benchmarks ----------------------------------------------------------------------- */
+
+/* Each FMA kernel runs `iters` rounds of 12 independent accumulator chains (enough to cover the
+ * FMA latency on two pipes) and returns the flops done. The values converge to c / (1 - m), so
+ * they neither overflow nor go denormal. */
+#define FMA_CHAINS 12
+
+static double fma_scalar(long iters) {
+    float a[FMA_CHAINS];
+    for (int j = 0; j < FMA_CHAINS; j++) a[j] = (float)j * 0.01f;
+    const float m = 0.999f, c = 1e-4f;
+    for (long i = 0; i < iters; i++)
+        for (int j = 0; j < FMA_CHAINS; j++) a[j] = a[j] * m + c;
+    volatile float sink = 0;
+    for (int j = 0; j < FMA_CHAINS; j++) sink += a[j];
+    (void)sink;
+    return (double)iters * FMA_CHAINS * 2.0;
+}
+
+#ifdef AF_HW_X86
+#define DEFINE_FMA(name, isa_target, vec, set1, fmadd, add, width)                                     \
+    __attribute__((target(isa_target))) static double name(long iters) {                               \
+        vec a[FMA_CHAINS];                                                                         \
+        for (int j = 0; j < FMA_CHAINS; j++) a[j] = set1((float)j * 0.01f);                        \
+        const vec m = set1(0.999f), c = set1(1e-4f);                                               \
+        for (long i = 0; i < iters; i++) {                                                         \
+            a[0] = fmadd(a[0], m, c); a[1] = fmadd(a[1], m, c); a[2] = fmadd(a[2], m, c);          \
+            a[3] = fmadd(a[3], m, c); a[4] = fmadd(a[4], m, c); a[5] = fmadd(a[5], m, c);          \
+            a[6] = fmadd(a[6], m, c); a[7] = fmadd(a[7], m, c); a[8] = fmadd(a[8], m, c);          \
+            a[9] = fmadd(a[9], m, c); a[10] = fmadd(a[10], m, c); a[11] = fmadd(a[11], m, c);      \
+        }                                                                                          \
+        vec s = a[0];                                                                              \
+        for (int j = 1; j < FMA_CHAINS; j++) s = add(s, a[j]);                                     \
+        volatile float sink;                                                                       \
+        float out[width];                                                                          \
+        memcpy(out, &s, sizeof out);                                                               \
+        sink = out[0];                                                                             \
+        (void)sink;                                                                                \
+        return (double)iters * FMA_CHAINS * width * 2.0;                                           \
+    }
+DEFINE_FMA(fma_avx2, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, 8)
+DEFINE_FMA(fma_avx512, "avx512f,fma", __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16)
+#endif
+
+typedef double (*fma_fn)(long iters);
+
+static fma_fn fma_for(af_isa isa) {
+#ifdef AF_HW_X86
+    if (isa == AF_ISA_AVX512) return fma_avx512;
+    if (isa == AF_ISA_AVX2) return fma_avx2;
+#endif
+    (void)isa;
+    return fma_scalar;
+}
+
+/* GFLOP/s of one core: calibrate to ~2 ms, then the best of three ~2.5 ms runs. */
+static double measure_peak(af_isa isa) {
+    fma_fn fn = fma_for(isa);
+    long iters = 1 << 12;
+    double t0, dt, flops;
+    for (;;) {
+        t0 = now_ms();
+        flops = fn(iters);
+        dt = now_ms() - t0;
+        if (dt >= 2.0 || iters > (1L << 40)) break;
+        iters *= 2;
+    }
+    if (dt > 0) iters = (long)((double)iters * 2.5 / dt) + 1;
+    double best = dt > 0 ? flops / dt * 1e-6 : 0;
+    for (int r = 0; r < 3; r++) {
+        t0 = now_ms();
+        flops = fn(iters);
+        dt = now_ms() - t0;
+        if (dt > 0 && flops / dt * 1e-6 > best) best = flops / dt * 1e-6;
+    }
+    return best;
+}
+
+/* dst = src * s over n floats (n a multiple of 16, buffers 64-byte aligned), with the ISA's widest
+ * vectors and ordinary (write-allocating) stores, as the kernels use. */
+typedef void (*scale_fn)(float *restrict dst, const float *restrict src, size_t n, float s);
+
+static void scale_scalar(float *restrict dst, const float *restrict src, size_t n, float s) {
+    for (size_t i = 0; i < n; i++) dst[i] = src[i] * s;
+}
+
+#ifdef AF_HW_X86
+__attribute__((target("avx2"))) static void scale_avx2(float *restrict dst, const float *restrict src, size_t n,
+                                                       float s) {
+    const __m256 vs = _mm256_set1_ps(s);
+    for (size_t i = 0; i < n; i += 16) {
+        _mm256_store_ps(dst + i, _mm256_mul_ps(_mm256_load_ps(src + i), vs));
+        _mm256_store_ps(dst + i + 8, _mm256_mul_ps(_mm256_load_ps(src + i + 8), vs));
+    }
+}
+
+__attribute__((target("avx512f"))) static void scale_avx512(float *restrict dst, const float *restrict src, size_t n,
+                                                            float s) {
+    const __m512 vs = _mm512_set1_ps(s);
+    for (size_t i = 0; i < n; i += 16) _mm512_store_ps(dst + i, _mm512_mul_ps(_mm512_load_ps(src + i), vs));
+}
+#endif
+
+static scale_fn scale_for(af_isa isa) {
+#ifdef AF_HW_X86
+    if (isa == AF_ISA_AVX512) return scale_avx512;
+    if (isa == AF_ISA_AVX2) return scale_avx2;
+#endif
+    (void)isa;
+    return scale_scalar;
+}
+
+typedef struct copy_job {
+    scale_fn fn;
+    float *dst;
+    const float *src;
+    size_t n_per_task; /* floats, multiple of 16 */
+    int passes;
+} copy_job;
+
+static void copy_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const copy_job *j = ctx;
+    size_t off = (size_t)task * j->n_per_task;
+    for (int p = 0; p < j->passes; p++) j->fn(j->dst + off, j->src + off, j->n_per_task, p & 1 ? 1.0f : 0.5f);
+}
+
+/* GB/s (read + write bytes) copying n floats from src to dst (n a multiple of 16 * threads) on
+ * `pool` (NULL: one thread): one warm-up pass, passes calibrated to >= 1 ms, best of `reps`. */
+static double time_copy(af_isa isa, float *dst, const float *src, size_t n, af_threadpool *pool, int reps) {
+    int n_tasks = af_threadpool_n_threads(pool);
+    copy_job job = {scale_for(isa), dst, src, n / (size_t)n_tasks, 1};
+    double t0 = now_ms();
+    af_threadpool_run(pool, n_tasks, copy_task, &job); /* warm: caches, TLB, and the pool's threads */
+    double dt = now_ms() - t0;
+    job.passes = dt > 0 && dt < 1.0 ? (int)(1.0 / dt) + 1 : 1;
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        t0 = now_ms();
+        af_threadpool_run(pool, n_tasks, copy_task, &job);
+        dt = now_ms() - t0;
+        double gbs = dt > 0 ? 2.0 * (double)n * sizeof(float) * job.passes / dt * 1e-6 : 0;
+        if (gbs > best) best = gbs;
+    }
+    return best;
+}
+
+/* Asks for huge pages over the page-aligned inside of [p, p + size): a few dozen page faults on
+ * first touch instead of thousands. Advice only; ignored where unsupported. */
+static void advise_huge(void *p, size_t size) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t page = 4096, lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + size) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)size;
+#endif
+}
+
+/* Two buffers of `bytes` in total; the source is written so its pages are real (untouched pages
+ * all map the one zero page, which would stay in cache). */
+static size_t alloc_pair(size_t bytes, int n_tasks, float **src, float **dst) {
+    size_t n = bytes / 2 / sizeof(float);
+    n -= n % (16 * (size_t)n_tasks);
+    *src = *dst = NULL;
+    if (n < 16 * (size_t)n_tasks) return 0;
+    *src = af_malloc_aligned(n * sizeof(float));
+    *dst = af_malloc_aligned(n * sizeof(float));
+    if (!*src || !*dst) {
+        af_free_aligned(*src);
+        af_free_aligned(*dst);
+        *src = *dst = NULL;
+        return 0;
+    }
+    advise_huge(*src, n * sizeof(float));
+    advise_huge(*dst, n * sizeof(float));
+    memset(*src, 0, n * sizeof(float));
+    return n;
+}
+
+static double measure_copy(af_isa isa, size_t bytes) {
+    float *src, *dst;
+    size_t n = alloc_pair(bytes, 1, &src, &dst);
+    double gbs = n ? time_copy(isa, dst, src, n, NULL, 3) : 0;
+    af_free_aligned(src);
+    af_free_aligned(dst);
+    return gbs;
+}
+
+/* ---- the cache file ------------------------------------------------------------------------- */
+
+void af_hw_default_cache_path(char *buf, size_t size) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg) snprintf(buf, size, "%s/autofusion/hardware.txt", xdg);
+    else if (home && *home) snprintf(buf, size, "%s/.cache/autofusion/hardware.txt", home);
+    else if (size) buf[0] = '\0';
+}
+
+typedef struct cache_values {
+    double peak_gflops_core, bw_l2_core, bw_l3_core, bw_dram_core, bw_dram_all; /* 0: absent */
+} cache_values;
+
+static bool positive(double v) { return isfinite(v) && v > 0; }
+
+/* Reads the cache; false when absent, for another CPU, or corrupt (any malformed line). */
+static bool cache_read(const char *path, const af_hw_model *hw, cache_values *cv) {
+    memset(cv, 0, sizeof *cv);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char line[256];
+    bool ok = true, cpu = false, isa = false, cores = false, version = false;
+    while (ok && fgets(line, sizeof line, f)) {
+        size_t len = strcspn(line, "\r\n");
+        if (line[len] == '\0' && !feof(f)) ok = false; /* a line longer than any we write */
+        line[len] = '\0';
+        if (!line[0] || line[0] == '#') continue;
+        char *eq = strchr(line, '=');
+        if (!eq) {
+            ok = false;
+            break;
+        }
+        *eq = '\0';
+        const char *key = line, *val = eq + 1;
+        char *end;
+        double d = strtod(val, &end);
+        bool num = end != val && *end == '\0' && positive(d);
+        if (!strcmp(key, "version")) version = num && (int)d == CACHE_VERSION;
+        else if (!strcmp(key, "cpu")) cpu = !strcmp(val, hw->cpu_model);
+        else if (!strcmp(key, "isa")) isa = !strcmp(val, af_isa_name(hw->isa));
+        else if (!strcmp(key, "cores")) cores = num && (int)d == hw->n_cores_probed;
+        else if (!strcmp(key, "peak_gflops_core")) ok = num && (cv->peak_gflops_core = d, 1);
+        else if (!strcmp(key, "bw_l2_core_gbs")) ok = num && (cv->bw_l2_core = d, 1);
+        else if (!strcmp(key, "bw_l3_core_gbs")) ok = num && (cv->bw_l3_core = d, 1);
+        else if (!strcmp(key, "bw_dram_core_gbs")) ok = num && (cv->bw_dram_core = d, 1);
+        else if (!strcmp(key, "bw_dram_all_gbs")) ok = num && (cv->bw_dram_all = d, 1);
+        else ok = false;
+    }
+    fclose(f);
+    bool bw_set = cv->bw_l2_core || cv->bw_l3_core || cv->bw_dram_core || cv->bw_dram_all;
+    bool bw_full = cv->bw_l2_core && cv->bw_l3_core && cv->bw_dram_core && cv->bw_dram_all;
+    if (bw_set && !bw_full) ok = false; /* bandwidths are measured and stored together */
+    if (!ok || !cpu || !isa || !cores || !version) memset(cv, 0, sizeof *cv);
+    return ok && cpu && isa && cores && version;
+}
+
+/* Creates the folders above path (mkdir -p of its dirname); failures surface when writing. */
+static void make_parents(const char *path) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        mkdir(dir, 0755);
+        *p = '/';
+    }
+}
+
+/* Writes the file beside its final name and renames it, so a reader never sees half of it. */
+static void cache_write(const char *path, const af_hw_model *hw, const cache_values *cv) {
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    make_parents(path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    fprintf(f, "# autofusion hardware model: measured once, read by later runs; delete to re-measure\n");
+    fprintf(f, "version=%d\ncpu=%s\nisa=%s\ncores=%d\n", CACHE_VERSION, hw->cpu_model, af_isa_name(hw->isa),
+            hw->n_cores_probed);
+    if (cv->peak_gflops_core) fprintf(f, "peak_gflops_core=%.6g\n", cv->peak_gflops_core);
+    if (cv->bw_dram_all) {
+        fprintf(f, "bw_l2_core_gbs=%.6g\nbw_l3_core_gbs=%.6g\n", cv->bw_l2_core, cv->bw_l3_core);
+        fprintf(f, "bw_dram_core_gbs=%.6g\nbw_dram_all_gbs=%.6g\n", cv->bw_dram_core, cv->bw_dram_all);
+    }
+    bool ok = !ferror(f);
+    if (fclose(f) != 0) ok = false;
+    if (!ok || rename(tmp, path) != 0) remove(tmp);
+}
+
+/* ---- the model ------------------------------------------------------------------------------ */
+
+static void finish(af_hw_model *hw) {
+    hw->peak_gflops = hw->peak_gflops_core * hw->n_cores;
+    double scaled = hw->bw_dram_core_gbs * hw->n_cores;
+    hw->bandwidth_gbs = scaled < hw->bw_dram_all_gbs ? scaled : hw->bw_dram_all_gbs;
+}
+
+static void default_bandwidths(af_hw_model *hw, double dram_all, double dram_core) {
+    hw->bw_dram_all_gbs = dram_all;
+    hw->bw_dram_core_gbs = dram_core < dram_all ? dram_core : dram_all;
+    hw->bw_l3_core_gbs = DEFAULT_L3_FACTOR * hw->bw_dram_core_gbs;
+    hw->bw_l2_core_gbs = DEFAULT_L2_FACTOR * hw->bw_dram_core_gbs;
+}
+
+void af_hw_model_default(af_hw_model *hw) {
+    memset(hw, 0, sizeof *hw);
+    const af_cpu_info *ci = af_cpu_info_get();
+    read_cpu_model(hw->cpu_model, sizeof hw->cpu_model);
+    hw->isa = ci->isa;
+    hw->n_cores = hw->n_cores_probed = af_cpu_count();
+    hw->l1d = ci->l1d;
+    hw->l2 = ci->l2;
+    hw->l3 = ci->l3;
+    hw->mem_total = meminfo_field("", "MemTotal");
+    hw->mem_available = af_hw_available_memory("");
+    hw->peak_gflops_core = default_gflops_core[(unsigned)hw->isa < AF_ISA_COUNT ? hw->isa : 0];
+    default_bandwidths(hw, DEFAULT_BW_DRAM_ALL, DEFAULT_BW_DRAM_CORE);
+    hw->kernel_overhead_us = AF_HW_KERNEL_OVERHEAD_US;
+    hw->pj_per_flop = AF_HW_PJ_PER_FLOP;
+    hw->pj_per_byte_dram = AF_HW_PJ_PER_BYTE_DRAM;
+    hw->pj_per_byte_cache = AF_HW_PJ_PER_BYTE_CACHE;
+    hw->peak_source = hw->bandwidth_source = AF_HW_DEFAULT;
+    finish(hw);
+}
+
+/* Measures the four bandwidths into cv; false when a buffer could not be allocated. */
+static bool measure_bandwidths(const af_hw_model *hw, cache_values *cv) {
+    size_t l3_total = hw->l3 * (size_t)hw->n_cores_probed;
+    size_t dram_bytes = 2 * l3_total;
+    if (dram_bytes < ((size_t)32 << 20)) dram_bytes = (size_t)32 << 20;
+    if (dram_bytes > ((size_t)128 << 20)) dram_bytes = (size_t)128 << 20;
+    if (hw->mem_available && dram_bytes > hw->mem_available / 8) dram_bytes = (size_t)(hw->mem_available / 8);
+    cv->bw_l2_core = measure_copy(hw->isa, hw->l2 / 2);
+    /* L3-resident: well above one core's L2, well inside the shared L3 */
+    size_t l3_bytes = l3_total / 4;
+    cv->bw_l3_core = l3_bytes >= 4 * hw->l2 ? measure_copy(hw->isa, l3_bytes) : 0;
+    af_threadpool *pool = NULL;
+    if (hw->n_cores_probed > 1 && af_threadpool_create(hw->n_cores_probed, &pool) != AF_OK) pool = NULL;
+    float *src, *dst;
+    size_t n = alloc_pair(dram_bytes, af_threadpool_n_threads(pool), &src, &dst);
+    if (n) {
+        cv->bw_dram_core = time_copy(hw->isa, dst, src, n, NULL, 2);
+        cv->bw_dram_all = pool ? time_copy(hw->isa, dst, src, n, pool, 2) : cv->bw_dram_core;
+    }
+    af_free_aligned(src);
+    af_free_aligned(dst);
+    af_threadpool_free(pool);
+    if (!cv->bw_l3_core) cv->bw_l3_core = sqrt(cv->bw_l2_core * cv->bw_dram_core);
+    if (cv->bw_dram_all < cv->bw_dram_core) cv->bw_dram_all = cv->bw_dram_core; /* noise on a busy machine */
+    return positive(cv->bw_l2_core) && positive(cv->bw_l3_core) && positive(cv->bw_dram_core) &&
+           positive(cv->bw_dram_all);
+}
+
+af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_error *err) {
+    if (!hw) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_hw_model_probe: NULL model");
+    af_hw_model_default(hw);
+    const bool lite = cfg && cfg->lite_mode;
+    const double cfg_peak = cfg && positive(cfg->peak_gflops) ? cfg->peak_gflops : 0;
+    const double cfg_bw = cfg && positive(cfg->bandwidth_gbs) ? cfg->bandwidth_gbs : 0;
+    /* Config numbers are for the whole machine, as the estimates use them. */
+    if (cfg_peak) {
+        hw->peak_gflops_core = cfg_peak / hw->n_cores;
+        hw->peak_source = AF_HW_CONFIG;
+    }
+    if (cfg_bw) {
+        default_bandwidths(hw, cfg_bw, cfg_bw);
+        hw->bandwidth_source = AF_HW_CONFIG;
+    }
+    bool need_peak = !cfg_peak && !lite, need_bw = !cfg_bw && !lite;
+    if (need_peak || need_bw) {
+        char path[1024];
+        if (cfg && cfg->hardware_cache) snprintf(path, sizeof path, "%s", cfg->hardware_cache);
+        else af_hw_default_cache_path(path, sizeof path);
+        cache_values cv;
+        bool valid = path[0] && cache_read(path, hw, &cv);
+        if (need_peak && cv.peak_gflops_core) {
+            hw->peak_gflops_core = cv.peak_gflops_core;
+            hw->peak_source = AF_HW_CACHED;
+            need_peak = false;
+        }
+        if (need_bw && cv.bw_dram_all) {
+            hw->bw_l2_core_gbs = cv.bw_l2_core;
+            hw->bw_l3_core_gbs = cv.bw_l3_core;
+            hw->bw_dram_core_gbs = cv.bw_dram_core;
+            hw->bw_dram_all_gbs = cv.bw_dram_all;
+            hw->bandwidth_source = AF_HW_CACHED;
+            need_bw = false;
+        }
+        if (need_peak || need_bw || !valid) {
+            double t0 = now_ms();
+            if (need_peak) {
+                double p = measure_peak(hw->isa);
+                if (positive(p)) {
+                    hw->peak_gflops_core = cv.peak_gflops_core = p;
+                    hw->peak_source = AF_HW_MEASURED;
+                }
+            }
+            if (need_bw) {
+                cache_values m = cv;
+                if (measure_bandwidths(hw, &m)) {
+                    cv = m;
+                    hw->bw_l2_core_gbs = cv.bw_l2_core;
+                    hw->bw_l3_core_gbs = cv.bw_l3_core;
+                    hw->bw_dram_core_gbs = cv.bw_dram_core;
+                    hw->bw_dram_all_gbs = cv.bw_dram_all;
+                    hw->bandwidth_source = AF_HW_MEASURED;
+                }
+            }
+            hw->bench_ms = need_peak || need_bw ? now_ms() - t0 : 0;
+            if (path[0] && (cv.peak_gflops_core || cv.bw_dram_all)) cache_write(path, hw, &cv);
+        }
+    }
+    finish(hw);
+    return AF_OK;
+}
+
+void af_hw_model_scale_threads(af_hw_model *hw, int n_threads) {
+    hw->n_cores = n_threads > 0 ? n_threads : 1;
+    finish(hw);
+}
+
+double af_hw_bandwidth_for(const af_hw_model *hw, double footprint) {
+    const double n = hw->n_cores;
+    if (footprint <= (double)hw->l2 * n) return hw->bw_l2_core_gbs * n;
+    if (footprint <= (double)hw->l3 * hw->n_cores_probed) {
+        double l3 = hw->bw_l3_core_gbs * n;
+        return l3 > hw->bandwidth_gbs ? l3 : hw->bandwidth_gbs;
+    }
+    return hw->bandwidth_gbs;
+}
+
+double af_hw_pj_per_byte_for(const af_hw_model *hw, double footprint) {
+    return footprint <= (double)hw->l3 * hw->n_cores_probed ? hw->pj_per_byte_cache : hw->pj_per_byte_dram;
+}

@@ -1,0 +1,79 @@
+/* The fusion engine: pattern -> cost -> sched, timed, with a report of every decision. */
+#include "fusion/engine.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "fusion/cost/cost.h"
+#include "fusion/pattern/pattern.h"
+#include "fusion/sched/sched.h"
+#include "util/error.h"
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+void af_fusion_result_free(af_fusion_result *res) {
+    af_fusion_candidates_free(&res->candidates);
+    memset(res, 0, sizeof *res);
+}
+
+af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa isa, int n_threads,
+                         af_exec_plan *plan, af_fusion_result *res, af_error *err) {
+    memset(res, 0, sizeof *res);
+    res->fusion_level = cfg->fusion_level;
+    if (cfg->fusion_level == 0) return af_exec_plan_unfused(g, isa, n_threads, false, plan, err);
+    af_rule_set *rules = NULL;
+    double t0 = now_ms();
+    af_status st = af_rules_builtin(&rules, err);
+    for (int i = 0; st == AF_OK && i < cfg->n_rule_files; i++) st = af_rules_load_file(rules, cfg->rule_files[i], err);
+    if (st == AF_OK) st = af_pattern_find(g, rules, cfg, &res->candidates, err);
+    af_rules_free(rules);
+    double t1 = now_ms();
+    res->pattern_ms = t1 - t0;
+    if (st == AF_OK) st = af_hw_model_probe(cfg, &res->hw, err);
+    if (st == AF_OK) {
+        af_hw_model_scale_threads(&res->hw, n_threads > 0 ? n_threads : 1);
+        double t2 = now_ms();
+        res->strategy = af_cost_choose_strategy(g, &res->hw, cfg);
+        st = af_cost_evaluate(g, &res->hw, cfg, &res->candidates, err);
+        res->cost_ms = now_ms() - t2;
+    }
+    if (st == AF_OK) {
+        double t3 = now_ms();
+        af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level};
+        st = af_sched_build(g, &res->candidates, &o, plan, err);
+        res->sched_ms = now_ms() - t3;
+    }
+    if (st != AF_OK) af_fusion_result_free(res);
+    return st;
+}
+
+void af_fusion_report_write(const af_graph *g, const af_fusion_result *res, FILE *out) {
+    const af_fusion_candidates *cs = &res->candidates;
+    int accepted = 0;
+    for (int i = 0; i < cs->n; i++) accepted += cs->items[i].accepted;
+    fprintf(out, "fusion level %d, strategy %s: %d groups accepted of %d candidates\n", res->fusion_level,
+            af_fusion_strategy_name(res->strategy), accepted, cs->n);
+    fprintf(out, "hardware: %s, %d cores, %s, %.0f GFLOP/s peak, %.1f GB/s DRAM\n", res->hw.cpu_model,
+            res->hw.n_cores, af_isa_name(res->hw.isa), res->hw.peak_gflops, res->hw.bandwidth_gbs);
+    for (int pass = 0; pass < 2; pass++) {
+        fprintf(out, pass == 0 ? "\naccepted groups:\n" : "\nrejected candidates:\n");
+        for (int i = 0; i < cs->n; i++) {
+            const af_fusion_candidate *c = &cs->items[i];
+            if (c->accepted != (pass == 0)) continue;
+            fprintf(out, "  [%s] rule %s:", af_fusion_family_name(c->family), c->rule);
+            for (int k = 0; k < c->n_nodes; k++) {
+                const af_node *n = &g->nodes[c->nodes[k]];
+                fprintf(out, "%s %s '%s'", k ? " +" : "", n->op_type, n->name);
+            }
+            fprintf(out, "\n      est. %.1f -> %.1f us, %.1f KiB less traffic, peak %+.1f KiB; %s\n",
+                    c->est_time_unfused_us, c->est_time_fused_us, c->bytes_saved / 1024.0, c->peak_delta / 1024.0,
+                    c->reason);
+        }
+    }
+    fprintf(out, "\nfusion pass: %.2f ms (pattern %.2f, cost %.2f, schedule %.2f)\n",
+            res->pattern_ms + res->cost_ms + res->sched_ms, res->pattern_ms, res->cost_ms, res->sched_ms);
+}

@@ -1,0 +1,37 @@
+/*
+ * The fusion engine: runs the three layers on one graph and returns the fused execution plan with
+ * the verdict on every candidate and the time each layer took.
+ *
+ *   af_fusion_result res;
+ *   af_exec_plan plan;
+ *   af_fusion_plan(g, &cfg, isa, n_threads, &plan, &res, err);
+ *   af_fusion_report_write(g, &res, stdout);
+ *   af_fusion_result_free(&res);
+ */
+#ifndef AF_FUSION_ENGINE_H
+#define AF_FUSION_ENGINE_H
+
+#include <stdio.h>
+
+#include "fusion/config.h"
+#include "fusion/cost/hardware.h"
+#include "fusion/fusion.h"
+#include "runtime/plan.h"
+
+typedef struct af_fusion_result {
+    af_fusion_candidates candidates; /* every candidate with its verdict and reason */
+    af_hw_model hw;
+    af_fusion_strategy strategy;
+    int fusion_level;
+    double pattern_ms, cost_ms, sched_ms; /* wall time of each layer */
+} af_fusion_result;
+
+/* Builds the plan for cfg->fusion_level (0: the unfused plan). On failure nothing is allocated. */
+af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa isa, int n_threads,
+                         af_exec_plan *plan, af_fusion_result *res, af_error *err);
+void af_fusion_result_free(af_fusion_result *res);
+/* The fusion report: each group with its ops, rule, estimated gain; each rejected candidate with
+ * the reason; and the time the fusion pass took. */
+void af_fusion_report_write(const af_graph *g, const af_fusion_result *res, FILE *out);
+
+#endif
