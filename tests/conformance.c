@@ -4,7 +4,7 @@
  * fixtures. A model autofusion cannot load because it is unsupported is SKIPped with the reason;
  * every other mismatch FAILs.
  *
- *   test_conformance [--dir DIR] [--filter SUBSTR] [--rtol R] [--atol A]
+ *   test_conformance [--dir DIR] [--filter SUBSTR] [--rtol R] [--atol A] [--level N]
  */
 #include <dirent.h>
 #include <math.h>
@@ -18,6 +18,7 @@
 #define MAX_IO 64
 
 static double rel_tol = 1e-3, abs_tol = 1e-5;
+static int fusion_level = -1; /* -1: the default config's */
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -162,6 +163,7 @@ static result run_test(const char *dir, const char *name, char *why, size_t nwhy
     }
     result r = R_PASS;
     af_session_options opts = af_session_options_default();
+    opts.fusion_level = fusion_level;
     if (af_session_create(model, &opts, &sess, &err) != AF_OK) {
         snprintf(why, nwhy, "session: %s", err.message);
         af_model_free(model);
@@ -240,8 +242,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "--rtol") && i + 1 < argc) rel_tol = atof(argv[++i]);
         else if (!strcmp(argv[i], "--atol") && i + 1 < argc) abs_tol = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--level") && i + 1 < argc) fusion_level = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--dir DIR] [--filter SUBSTR] [--rtol R] [--atol A]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--dir DIR] [--filter SUBSTR] [--rtol R] [--atol A] [--level N]\n", argv[0]);
             return 2;
         }
     }

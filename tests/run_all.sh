@@ -28,9 +28,13 @@ suite() { # name, command...
 }
 
 suite unit "$BUILD/test_unit"
+# Sessions fuse by default (level 3); level 0 runs the same kernels unfused, and the reference
+# kernels are the oracle the fast ones are written against.
 suite onnx-node-tests "$BUILD/test_conformance"
+suite onnx-node-tests-unfused "$BUILD/test_conformance" --level 0
 # Real models: ONNX Runtime 1.30 references, rtol 1e-3 / atol 1e-4 (the tolerance).
-suite model-fixtures "$BUILD/test_conformance" --dir tests/models --rtol 1e-3 --atol 1e-4
+suite model-fixtures-fused "$BUILD/test_conformance" --dir tests/models --rtol 1e-3 --atol 1e-4
+suite model-fixtures-unfused "$BUILD/test_conformance" --dir tests/models --rtol 1e-3 --atol 1e-4 --level 0
 suite cli sh tests/cli/test_cli.sh "$BUILD/autofusion"
 
 echo "all suites: $total_pass passed, $total_fail failed"

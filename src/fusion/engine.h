@@ -23,7 +23,8 @@ typedef struct af_fusion_result {
     af_hw_model hw;
     af_fusion_strategy strategy;
     int fusion_level;
-    double pattern_ms, cost_ms, sched_ms; /* wall time of each layer */
+    double pattern_ms, cost_ms, sched_ms; /* wall time of each layer (sched without kernel preparation) */
+    double prepare_ms;                    /* preparing the kernels: packing weights, unfused or fused alike */
 } af_fusion_result;
 
 /* Builds the plan for cfg->fusion_level (0: the unfused plan). On failure nothing is allocated. */

@@ -39,6 +39,7 @@ typedef struct af_exec_plan {
     af_step *steps;
     size_t workspace_bytes; /* the largest kernel scratch */
     int fusion_level;
+    double prepare_ms;      /* time spent preparing kernels (packing weights), unfused or fused alike */
 } af_exec_plan;
 
 /* One step per node, with fast kernels where one applies (none if reference_only). */

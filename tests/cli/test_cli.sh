@@ -41,5 +41,22 @@ printf 'not a model' >"$tmp/bad.onnx"
 
 "$AF" frobnicate >/dev/null 2>&1; [ $? -ne 0 ]; check "unknown command exits non-zero" $?
 
+"$AF" fuse $M/model.onnx >"$tmp/fuse.txt" 2>&1; check "fuse exits 0" $?
+grep -q '^accepted groups:' "$tmp/fuse.txt" && grep -q 'conv_residual' "$tmp/fuse.txt"; check "fuse lists accepted groups by family" $?
+grep -q '^fusion pass: ' "$tmp/fuse.txt"; check "fuse reports the pass's time" $?
+"$AF" fuse $M/model.onnx --level 0 2>&1 | grep -q 'no fusion'; check "fuse --level 0 fuses nothing" $?
+printf '{"fusion_policy": {"conv_residual": "never"}}' >"$tmp/cfg.json"
+"$AF" fuse $M/model.onnx --config "$tmp/cfg.json" >"$tmp/fuse2.txt" 2>&1
+grep -q 'policy never for conv_residual' "$tmp/fuse2.txt"; check "fuse --config applies a policy and says why" $?
+printf '{"fusion_levle": 2}' >"$tmp/bad.json"
+"$AF" run $M/model.onnx --config "$tmp/bad.json" >/dev/null 2>"$tmp/err.txt"
+[ $? -ne 0 ] && grep -q 'fusion_levle' "$tmp/err.txt"; check "unknown config key is an error naming it" $?
+printf '{"resource_constraints": {"max_mem_usage": "1KB"}}' >"$tmp/small.json"
+"$AF" run $M/model.onnx --config "$tmp/small.json" >/dev/null 2>"$tmp/err.txt"
+[ $? -ne 0 ] && grep -q 'max_mem_usage' "$tmp/err.txt"; check "max_mem_usage rejects a plan that needs more" $?
+"$AF" run $M/model.onnx --inputs $M/test_data_set_0 --level 3 --output-dir "$tmp/f3" >/dev/null 2>&1 && \
+"$AF" run $M/model.onnx --inputs $M/test_data_set_0 --level 0 --output-dir "$tmp/f0" >/dev/null 2>&1
+check "run at level 3 and level 0 both succeed" $?
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
