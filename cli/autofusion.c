@@ -159,11 +159,12 @@ static int bench_session(af_session *s, int n_in, const char **names, const af_t
     double mean = total / iterations;
     if (json)
         printf("{\"model\":\"%s\",\"runtime\":\"autofusion\",\"isa\":\"%s\",\"threads\":%d,\"level\":%d,"
-               "\"steps\":%d,\"fusion_ms\":%.3f,"
+               "\"steps\":%d,\"fusion_ms\":%.3f,\"traffic_bytes\":%llu,"
                "\"warmup\":%d,\"iterations\":%d,\"session_create_ms\":%.3f,\"median_ms\":%.3f,\"p50_ms\":%.3f,"
                "\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f,"
                "\"throughput_per_s\":%.3f,\"arena_bytes\":%zu,\"peak_rss_kb\":%ld}\n",
-               path, af_session_isa(s), threads, af_session_fusion_level(s), af_session_n_steps(s), af_session_fusion_ms(s), warmup, iterations,
+               path, af_session_isa(s), threads, af_session_fusion_level(s), af_session_n_steps(s), af_session_fusion_ms(s),
+               (unsigned long long)af_session_traffic_bytes(s), warmup, iterations,
                create_ms, p50, p50, p90, p99, mean, t[0],
                t[iterations - 1], 1000.0 / mean, af_session_arena_bytes(s), ru.ru_maxrss);
     else
@@ -295,6 +296,8 @@ static int cmd_run(int argc, char **argv, int cmd) {
     t_create = now_ms() - t_create;
     if (cmd == CMD_FUSE) {
         af_session_fusion_report(s, stdout);
+        printf("activation traffic between kernels: %.2f MiB per run\n",
+               (double)af_session_traffic_bytes(s) / 1048576.0);
         printf("session created in %.1f ms\n", t_create);
         rc = 0;
         n_in = 0;

@@ -168,6 +168,9 @@ size_t af_session_arena_bytes(const af_session *session);
 void af_session_fusion_report(const af_session *session, FILE *out);
 /* Milliseconds the fusion pass took (pattern + cost + schedule); 0 at level 0. */
 double af_session_fusion_ms(const af_session *session);
+/* Bytes of activations the plan's steps read and write between kernels per run, from static shapes
+ * (constants excluded; dynamic dims count as unknown and are left out). */
+uint64_t af_session_traffic_bytes(const af_session *session);
 /* The fusion level the session's plan was built at. */
 int af_session_fusion_level(const af_session *session);
 /* Steps in the execution plan (nodes when unfused). */

@@ -248,6 +248,26 @@ double af_session_fusion_ms(const af_session *s) {
 
 int af_session_n_steps(const af_session *s) { return s ? s->plan.n_steps : 0; }
 
+uint64_t af_session_traffic_bytes(const af_session *s) {
+    if (!s) return 0;
+    const af_graph *g = s->model->graph;
+    uint64_t total = 0;
+    int vals[4096];
+    for (int i = 0; i < s->plan.n_steps; i++) {
+        const af_step *st = &s->plan.steps[i];
+        for (int pass = 0; pass < 2; pass++) {
+            int n = pass ? af_step_writes(g, st, vals, 4096) : af_step_reads(g, st, vals, 4096);
+            for (int k = 0; k < n; k++) {
+                const af_value *v = &g->values[vals[k]];
+                int64_t numel = af_tensor_numel(&v->t);
+                if (v->kind == AF_VALUE_CONST || numel < 0) continue; /* weights are not activations */
+                total += (uint64_t)numel * af_dtype_size(v->t.dtype);
+            }
+        }
+    }
+    return total;
+}
+
 int af_session_fusion_level(const af_session *s) { return s ? s->plan.fusion_level : 0; }
 
 const char *af_session_isa(const af_session *s) { return s ? af_isa_name(s->isa) : "unknown"; }
