@@ -300,7 +300,6 @@ static int cmd_run(int argc, char **argv, int cmd) {
                (double)af_session_traffic_bytes(s) / 1048576.0);
         printf("session created in %.1f ms\n", t_create);
         rc = 0;
-        n_in = 0;
         goto done;
     }
     if (bench) {
