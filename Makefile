@@ -33,11 +33,11 @@ $(GEN_C): $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
 
-# The built-in fusion rules, embedded as one C string so the library needs no files at run time.
-$(BUILD)/gen/builtin_rules.c: $(RULES)
+# The built-in fusion rules, embedded one array per file (errors name file:line) so the library
+# needs no files at run time.
+$(BUILD)/gen/builtin_rules.c: $(RULES) scripts/embed_rules.sh
 	@mkdir -p $(BUILD)/gen
-	{ echo 'const char af_builtin_rules[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $(RULES); echo ';'; } > $@
+	sh scripts/embed_rules.sh $(RULES) > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/builtin_rules.o: $(BUILD)/gen/builtin_rules.c
 	$(CC) -std=c11 $(OPT) -c $< -o $@
@@ -72,10 +72,11 @@ check: test
 check-san:
 	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 $(MAKE) SAN=1 test
 
-# The main job on a built-in model (a committed fixture): inspect it and run it.
+# The main job on a built-in model (a committed fixture): inspect it, show how it fuses, run it.
 DEMO_MODEL ?= tests/models/resnet_small/model.onnx
 demo: $(CLI)
 	$(CLI) inspect $(DEMO_MODEL)
+	$(CLI) fuse $(DEMO_MODEL)
 	$(CLI) run $(DEMO_MODEL)
 
 clean:
