@@ -2,18 +2,12 @@
 #include "fusion/engine.h"
 
 #include <string.h>
-#include <time.h>
 
 #include "fusion/cost/cost.h"
 #include "fusion/pattern/pattern.h"
 #include "fusion/sched/sched.h"
+#include "util/clock.h"
 #include "util/error.h"
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 void af_fusion_result_free(af_fusion_result *res) {
     af_fusion_candidates_free(&res->candidates);
@@ -26,28 +20,28 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
     res->fusion_level = cfg->fusion_level;
     if (cfg->fusion_level == 0) return af_exec_plan_unfused(g, isa, n_threads, false, plan, err);
     af_rule_set *rules = NULL;
-    double t0 = now_ms();
+    double t0 = af_now_ms();
     af_status st = af_rules_builtin(&rules, err);
     for (int i = 0; st == AF_OK && i < cfg->n_rule_files; i++) st = af_rules_load_file(rules, cfg->rule_files[i], err);
     if (st == AF_OK) st = af_pattern_find(g, rules, cfg, &res->candidates, err);
     af_rules_free(rules);
-    double t1 = now_ms();
+    double t1 = af_now_ms();
     res->pattern_ms = t1 - t0;
     if (st == AF_OK) st = af_hw_model_probe(cfg, &res->hw, err);
     if (st == AF_OK) {
         af_hw_model_scale_threads(&res->hw, n_threads > 0 ? n_threads : 1);
-        double t2 = now_ms();
+        double t2 = af_now_ms();
         res->strategy = af_cost_choose_strategy(g, &res->hw, cfg);
         st = af_cost_evaluate(g, &res->hw, cfg, &res->candidates, err);
-        res->cost_ms = now_ms() - t2;
+        res->cost_ms = af_now_ms() - t2;
     }
     if (st == AF_OK) {
-        double t3 = now_ms();
+        double t3 = af_now_ms();
         af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level};
         st = af_sched_build(g, &res->candidates, &o, plan, err);
         /* Packing weights is the same work unfused; the pass is what fusion adds on top. */
         res->prepare_ms = st == AF_OK ? plan->prepare_ms : 0;
-        res->sched_ms = now_ms() - t3 - res->prepare_ms;
+        res->sched_ms = af_now_ms() - t3 - res->prepare_ms;
     }
     if (st != AF_OK) af_fusion_result_free(res);
     return st;

@@ -3,16 +3,10 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/error.h"
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static void reject(af_fusion_candidate *c, const char *why) {
     c->accepted = false;
@@ -106,9 +100,9 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
             reject(c, "overlaps another accepted group");
             continue;
         }
-        double t0 = now_ms();
+        double t0 = af_now_ms();
         bool built = build_step(g, c, o, &fused[n_fused], err, &st);
-        plan->prepare_ms += now_ms() - t0;
+        plan->prepare_ms += af_now_ms() - t0;
         if (!built) {
             if (st != AF_OK) goto done;
             continue;
@@ -141,9 +135,9 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
             s->nodes[0] = i;
             plan->n_steps++;
             af_kernel_request req = {.graph = g, .node = &g->nodes[i], .isa = o->isa, .n_threads = o->n_threads};
-            double t0 = now_ms();
+            double t0 = af_now_ms();
             st = af_kernel_select(&req, &s->kernel, err);
-            plan->prepare_ms += now_ms() - t0;
+            plan->prepare_ms += af_now_ms() - t0;
             if (st != AF_OK) goto done;
             if (s->kernel.run && s->kernel.workspace_bytes > plan->workspace_bytes)
                 plan->workspace_bytes = s->kernel.workspace_bytes;
