@@ -67,7 +67,7 @@ static void interior(const dw_args *a, int64_t *lo, int64_t *hi) {
     *hi = h_;
 }
 
-__attribute__((target("avx512f"))) static void row_avx512(const dw_args *a, const float *plane, const float *wk,
+__attribute__((target("avx512f,avx512bw"))) static void row_avx512(const dw_args *a, const float *plane, const float *wk,
                                                           int64_t oy, float *yrow, int64_t lo, int64_t hi) {
     const af_conv_geom *g = a->geo;
     const int64_t s = g->stride[1], dx = g->dilation[1];
@@ -95,7 +95,27 @@ __attribute__((target("avx512f"))) static void row_avx512(const dw_args *a, cons
         }
         _mm512_storeu_ps(yrow + ox, acc);
     }
-    for (; ox < hi; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
+    if (ox == hi) return;
+    /* The last partial block with masks: every element it loads is still an interior tap, so small
+     * planes (7x7, 14x14) stay vectorized instead of falling to the border path. */
+    const int r = (int)(hi - ox);
+    const __mmask16 out_mask = (__mmask16)((1u << r) - 1);
+    const int need = s == 1 ? r : 2 * r - 1; /* elements from the first tap of the block */
+    const __mmask16 m0 = (__mmask16)(need >= 16 ? 0xffff : (1u << need) - 1);
+    const __mmask16 m1 = (__mmask16)(need > 16 ? (1u << (need - 16)) - 1 : 0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t ky = 0; ky < a->dw->kh; ky++) {
+        int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+        if (iy < 0 || iy >= a->h) continue;
+        const float *row = plane + iy * a->w + ox * s - g->pad_begin[1];
+        for (int64_t kx = 0; kx < a->dw->kw; kx++) {
+            const float *src = row + kx * dx;
+            __m512 v = _mm512_maskz_loadu_ps(m0, src);
+            if (s == 2) v = _mm512_permutex2var_ps(v, even, _mm512_maskz_loadu_ps(m1, src + 16));
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[ky * a->dw->kw + kx]), v, acc);
+        }
+    }
+    _mm512_mask_storeu_ps(yrow + ox, out_mask, acc);
 }
 
 __attribute__((target("avx2,fma"))) static void row_avx2(const dw_args *a, const float *plane, const float *wk,
