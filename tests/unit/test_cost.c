@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fusion/cost/cost.h"
+#include "fusion/pattern/pattern.h"
 #include "ir/model.h"
 #include "ir/tensor.h"
 #include "unit.h"
@@ -154,7 +155,8 @@ AF_TEST(cost_node_flops_and_roofline) {
         af_node_cost nc;
         af_cost_node(g, &hw, i, &nc);
         CHECK(nc.bytes > 0);
-        CHECK_NEAR(nc.time_us, fmax(nc.compute_us, nc.memory_us) + hw.kernel_overhead_us, 1e-12, 1e-12);
+        CHECK_NEAR(nc.time_us, fmax(nc.compute_us, nc.memory_us) + nc.fixed_us + hw.kernel_overhead_us, 1e-12, 1e-12);
+        CHECK(nc.fixed_us == (n->op == AF_OP_CONV || n->op == AF_OP_GEMM ? AF_COST_FIXED_GEMM_US : AF_COST_FIXED_VECTOR_US));
         if (n->op == AF_OP_CONV) {
             const af_tensor *w = &g->values[n->inputs[1]].t, *y = &g->values[n->outputs[0]].t;
             double macs = (double)af_tensor_numel(y) * (double)(af_tensor_numel(w) / w->dims[0]);
@@ -199,11 +201,13 @@ AF_TEST(cost_elementwise_chain_estimates) {
     cfg.fusion_aggressiveness = 0;
     CHECK_NEAR(af_cost_threshold(&cfg), AF_COST_THRESHOLD_SPAN, 1e-15, 0);
     cfg.fusion_aggressiveness = 0.5;
-    CHECK_NEAR(af_cost_threshold(&cfg), 0, 1e-15, 0);
+    CHECK_NEAR(af_cost_threshold(&cfg), AF_COST_THRESHOLD_SPAN / 2, 1e-15, 0);
     cfg.fusion_aggressiveness = 1;
-    CHECK_NEAR(af_cost_threshold(&cfg), -AF_COST_THRESHOLD_SPAN, 1e-15, 0);
+    CHECK_NEAR(af_cost_threshold(&cfg), 0, 1e-15, 0);
     cfg.fusion_aggressiveness = 7; /* clamped */
-    CHECK_NEAR(af_cost_threshold(&cfg), -AF_COST_THRESHOLD_SPAN, 1e-15, 0);
+    CHECK_NEAR(af_cost_threshold(&cfg), 0, 1e-15, 0);
+    cfg.fusion_aggressiveness = -1;
+    CHECK_NEAR(af_cost_threshold(&cfg), AF_COST_THRESHOLD_SPAN, 1e-15, 0);
     af_cost_graph_free(&cg);
     af_graph_free(g);
 }
@@ -288,7 +292,7 @@ AF_TEST(cost_policies) {
     const af_fusion_family fam = AF_FUSION_LAYERNORM;
     cfg.policy[fam] = AF_POLICY_NEVER;
     af_fusion_candidate c = eval_one(&cfg, &hw, fam, "r");
-    CHECK(!c.accepted && !strcmp(c.reason, "policy never"));
+    CHECK(!c.accepted && !strcmp(c.reason, "policy never for layernorm"));
     CHECK(c.score > 0); /* estimates are filled in whatever the decision */
 
     cfg.policy[fam] = AF_POLICY_MEMORY_AWARE; /* profitable, lowers peak: accepted */
@@ -299,11 +303,11 @@ AF_TEST(cost_policies) {
     CHECK(c.peak_delta < 0);
     CHECK(c.est_time_fused_us < c.est_time_unfused_us && c.energy_saved_uj > 0);
 
-    /* zero weights: score 0, not above the break-even threshold */
+    /* zero weights: score 0, below the default threshold (2.5%) */
     cfg.weight_latency = cfg.weight_memory = cfg.weight_energy = 0;
     c = eval_one(&cfg, &hw, fam, "r");
     CHECK(!c.accepted && starts(c.reason, "cost: score"));
-    cfg.fusion_aggressiveness = 1; /* threshold -0.05 */
+    cfg.fusion_aggressiveness = 1; /* threshold 0: break-even is enough */
     c = eval_one(&cfg, &hw, fam, "r");
     CHECK(c.accepted);
     cfg.fusion_aggressiveness = 0.5;
@@ -411,7 +415,7 @@ AF_TEST(cost_strategies) {
     }
     af_graph_free(g);
 
-    /* Temporal takes repeated candidates down to the most aggressive threshold. Four identical
+    /* Temporal takes repeated candidates down to the break-even threshold. Four identical
      * Relu -> Sigmoid pairs in series, scored 0 (zero weights): memory_aware rejects them at the
      * default threshold unless the strategy is temporal; a one-off candidate stays rejected. */
     g = af_graph_new(NULL);
@@ -512,6 +516,40 @@ AF_TEST(cost_legality_and_decided_candidates) {
     cfg.no_fusion_ops[AF_OP_SIGMOID] = true;
     CHECK(af_cost_evaluate(g, &hw, &cfg, &cs, NULL) == AF_OK);
     CHECK(!cs.items[4].accepted && !strcmp(cs.items[4].reason, "no_fusion_ops: Sigmoid 'sig'"));
+    af_fusion_candidates_free(&cs);
+    af_graph_free(g);
+}
+
+AF_TEST(cost_out_of_memory_leaves_candidates_untouched) {
+    af_hw_model hw;
+    fixed_hw(&hw);
+    af_fusion_config cfg;
+    config_defaults(&cfg);
+    af_graph *g = chain3();
+    int xy[2] = {0, 1}, xyz[3] = {0, 1, 2};
+    af_fusion_candidates cs = {0};
+    af_fusion_candidate a = make_cand(AF_FUSION_ELEMENTWISE, "a", -1, 2, xy, 2);
+    af_fusion_candidate b = make_cand(AF_FUSION_ELEMENTWISE, "b", -1, 3, xyz, 3);
+    af_fusion_candidates_push(&cs, &a, NULL);
+    af_fusion_candidates_push(&cs, &b, NULL);
+    af_fusion_candidate before[2];
+    memcpy(before, cs.items, sizeof before);
+    int ok_at = -1;
+    for (int k = 0; k < 64 && ok_at < 0; k++) {
+        af_error err = {0};
+        af_alloc_fail_after(k);
+        af_status st = af_cost_evaluate(g, &hw, &cfg, &cs, &err);
+        af_alloc_fail_after(-1);
+        if (st == AF_OK) {
+            ok_at = k;
+            break;
+        }
+        CHECK(st == AF_ERR_OUT_OF_MEMORY);
+        CHECK(strstr(err.message, "out of memory") != NULL);
+        CHECK(memcmp(before, cs.items, sizeof before) == 0);
+    }
+    CHECK(ok_at > 0);
+    CHECK(cs.items[1].accepted && !cs.items[0].accepted);
     af_fusion_candidates_free(&cs);
     af_graph_free(g);
 }
@@ -671,6 +709,29 @@ AF_TEST(cost_hw_config_and_lite_mode) {
     CHECK(af_hw_model_probe(&cfg, &hw, NULL) == AF_OK);
     CHECK(hw.bandwidth_source == AF_HW_CONFIG && hw.bandwidth_gbs == 7 && hw.peak_source == AF_HW_DEFAULT);
     CHECK(!exists(path));
+
+    /* the default cache path, and no cache at all when neither variable is set */
+    char *home = getenv("HOME") ? af_strdup(getenv("HOME")) : NULL;
+    char *xdg = getenv("XDG_CACHE_HOME") ? af_strdup(getenv("XDG_CACHE_HOME")) : NULL;
+    char buf[512];
+    setenv("XDG_CACHE_HOME", "/some/cache", 1);
+    af_hw_default_cache_path(buf, sizeof buf);
+    CHECK(!strcmp(buf, "/some/cache/autofusion/hardware.txt"));
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/home/u", 1);
+    af_hw_default_cache_path(buf, sizeof buf);
+    CHECK(!strcmp(buf, "/home/u/.cache/autofusion/hardware.txt"));
+    unsetenv("HOME");
+    af_hw_default_cache_path(buf, sizeof buf);
+    CHECK(buf[0] == '\0');
+    config_defaults(&cfg);
+    cfg.peak_gflops = 50; /* measure only the bandwidths, with nowhere to cache them */
+    CHECK(af_hw_model_probe(&cfg, &hw, NULL) == AF_OK);
+    CHECK(hw.bandwidth_source == AF_HW_MEASURED && hw.bandwidth_gbs > 0 && hw.peak_source == AF_HW_CONFIG);
+    if (home) setenv("HOME", home, 1);
+    if (xdg) setenv("XDG_CACHE_HOME", xdg, 1);
+    af_free(home);
+    af_free(xdg);
 }
 
 static void write_file(const char *path, const char *text) {
@@ -817,24 +878,45 @@ AF_TEST(cost_evaluate_time_on_full_models) {
             af_test_fail(__FILE__, __LINE__, "loading %s: %s", path, err.message);
             continue;
         }
-        af_fusion_candidates cs = {0};
-        greedy_candidates(m->graph, &cs);
-        double t0 = now_ms();
-        CHECK(af_cost_evaluate(m->graph, &hw, &cfg, &cs, &err) == AF_OK);
-        double dt = now_ms() - t0;
-        int acc = 0, undecided = 0;
-        double saved = 0;
-        for (int i = 0; i < cs.n; i++) {
-            acc += cs.items[i].accepted;
-            undecided += !cs.items[i].accepted && !cs.items[i].reason[0];
-            if (cs.items[i].accepted) saved += cs.items[i].est_time_unfused_us - cs.items[i].est_time_fused_us;
+        for (int source = 0; source < 2; source++) {
+            /* 0: the hand-made greedy lists (overlapping on purpose); 1: the pattern layer's */
+            af_fusion_candidates cs = {0};
+            if (source == 0) {
+                greedy_candidates(m->graph, &cs);
+            } else {
+                af_rule_set *rs = NULL;
+                af_fusion_config pcfg;
+                config_defaults(&pcfg);
+                af_status pst = af_rules_builtin(&rs, &err);
+                if (pst == AF_OK) pst = af_pattern_find(m->graph, rs, &pcfg, &cs, &err);
+                af_rules_free(rs);
+                if (pst != AF_OK) {
+                    printf("  %s: pattern layer failed (%s), skipped\n", models[k], err.message);
+                    af_fusion_candidates_free(&cs);
+                    continue;
+                }
+            }
+            int pre_rejected = 0;
+            for (int i = 0; i < cs.n; i++) pre_rejected += !cs.items[i].accepted && cs.items[i].reason[0];
+            double t0 = now_ms();
+            CHECK(af_cost_evaluate(m->graph, &hw, &cfg, &cs, &err) == AF_OK);
+            double dt = now_ms() - t0;
+            int acc = 0, undecided = 0;
+            double saved = 0;
+            for (int i = 0; i < cs.n; i++) {
+                acc += cs.items[i].accepted;
+                undecided += !cs.items[i].accepted && !cs.items[i].reason[0];
+                if (cs.items[i].accepted) saved += cs.items[i].est_time_unfused_us - cs.items[i].est_time_fused_us;
+            }
+            CHECK_EQ_INT(undecided, 0);
+            CHECK(acc > 0 || cs.n == pre_rejected);
+            check_no_overlap(m->graph, &cs);
+            printf("  %s, %s candidates: %d nodes, %d candidates (%d rejected before), %d accepted (est. %.0f us "
+                   "saved), strategy %d, evaluated in %.2f ms\n",
+                   models[k], source ? "pattern" : "greedy", m->graph->n_nodes, cs.n, pre_rejected, acc, saved,
+                   (int)af_cost_choose_strategy(m->graph, &hw, &cfg), dt);
+            af_fusion_candidates_free(&cs);
         }
-        CHECK_EQ_INT(undecided, 0);
-        CHECK(acc > 0);
-        check_no_overlap(m->graph, &cs);
-        printf("  %s: %d nodes, %d candidates, %d accepted (est. %.0f us saved), strategy %d, evaluated in %.2f ms\n",
-               models[k], m->graph->n_nodes, cs.n, acc, saved, (int)af_cost_choose_strategy(m->graph, &hw, &cfg), dt);
-        af_fusion_candidates_free(&cs);
         af_model_free(m);
     }
 }

@@ -175,7 +175,7 @@ static void decide(const decision_ctx *d, af_fusion_candidate *c, const af_group
     af_fusion_policy pol = cfg->policy[c->family];
     if ((unsigned)pol >= AF_POLICY_COUNT) pol = AF_POLICY_MEMORY_AWARE;
     if (pol == AF_POLICY_NEVER) {
-        snprintf(why, size, "policy never");
+        snprintf(why, size, "policy never for %s", fam);
         return;
     }
     if (pol == AF_POLICY_ALWAYS) { /* the user's explicit choice: neither cost nor strategy vetoes it */
@@ -186,12 +186,11 @@ static void decide(const decision_ctx *d, af_fusion_candidate *c, const af_group
     const double kib_peak = e->peak_delta / 1024.0;
     if (pol == AF_POLICY_MEMORY_AWARE) {
         double thr = d->threshold;
-        /* temporal: savings inside loops and repeated layers recur, so take them down to the most
-         * aggressive threshold */
-        if (d->strategy == AF_STRATEGY_TEMPORAL && (recurrent || d->loop_body) && thr > -AF_COST_THRESHOLD_SPAN)
-            thr = -AF_COST_THRESHOLD_SPAN;
-        if (!(c->score > thr)) {
-            snprintf(why, size, "cost: score %.4f <= threshold %.4f (saves %.2f us, %.1f KiB)", c->score, thr, dt,
+        /* temporal: savings inside loops and repeated layers recur, so they need no margin beyond
+         * break-even (the threshold of aggressiveness 1) */
+        if (d->strategy == AF_STRATEGY_TEMPORAL && (recurrent || d->loop_body) && thr > 0) thr = 0;
+        if (!(c->score >= thr)) {
+            snprintf(why, size, "cost: score %.4f < threshold %.4f (saves %.2f us, %.1f KiB)", c->score, thr, dt,
                      c->bytes_saved / 1024.0);
             return;
         }
@@ -232,21 +231,13 @@ static bool ranks_before(const af_fusion_candidates *cs, const double *gain, int
     return a < b;
 }
 
-/* Keeps the best-ranked of every set of accepted candidates sharing nodes. */
-static af_status resolve_overlaps(const af_graph *g, af_fusion_candidates *cands, const double *gain, af_error *err) {
+/* Keeps the best-ranked of every set of accepted candidates sharing nodes. order holds cands->n
+ * ints and owner g->n_nodes, scratch the caller allocated (so nothing here can fail). */
+static void resolve_overlaps(const af_graph *g, af_fusion_candidates *cands, const double *gain, int *order,
+                             int *owner) {
     int n_acc = 0;
-    for (int i = 0; i < cands->n; i++) n_acc += cands->items[i].accepted;
-    if (n_acc < 2) return AF_OK;
-    int *order = af_malloc((size_t)n_acc * sizeof *order);
-    int *owner = af_malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *owner);
-    if (!order || !owner) {
-        af_free(order);
-        af_free(owner);
-        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory resolving fusion overlaps");
-    }
-    int k = 0;
     for (int i = 0; i < cands->n; i++)
-        if (cands->items[i].accepted) order[k++] = i;
+        if (cands->items[i].accepted) order[n_acc++] = i;
     for (int i = 1; i < n_acc; i++) { /* insertion sort: stable, and lists are short */
         int x = order[i], j = i - 1;
         while (j >= 0 && ranks_before(cands, gain, x, order[j])) {
@@ -269,9 +260,6 @@ static af_status resolve_overlaps(const af_graph *g, af_fusion_candidates *cands
         snprintf(c->reason, sizeof c->reason, "overlaps group %s at node '%s'", cands->items[owner[clash]].rule,
                  g->nodes[clash].name);
     }
-    af_free(order);
-    af_free(owner);
-    return AF_OK;
 }
 
 af_status af_cost_evaluate(const af_graph *g, const af_hw_model *hw, const af_fusion_config *cfg,
@@ -287,7 +275,9 @@ af_status af_cost_evaluate(const af_graph *g, const af_hw_model *hw, const af_fu
     uint64_t *sig = af_calloc((size_t)n, sizeof *sig);
     double *gain = af_calloc((size_t)n, sizeof *gain);
     bool *ok = af_calloc((size_t)n, sizeof *ok), *touched = af_calloc((size_t)n, sizeof *touched);
-    if (!est || !sig || !gain || !ok || !touched) {
+    int *order = af_malloc((size_t)n * sizeof *order);
+    int *owner = af_malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *owner);
+    if (!est || !sig || !gain || !ok || !touched || !order || !owner) {
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory evaluating %d fusion candidates", n);
         goto done;
     }
@@ -325,7 +315,7 @@ af_status af_cost_evaluate(const af_graph *g, const af_hw_model *hw, const af_fu
             for (int j = 0; j < n; j++) repeats += ok[j] && sig[j] == sig[i];
         decide(&d, &cands->items[i], &est[i], repeats >= AF_COST_REPEAT_MIN);
     }
-    if ((st = resolve_overlaps(g, cands, gain, err)) != AF_OK) goto done;
+    resolve_overlaps(g, cands, gain, order, owner);
     for (int i = 0; i < n; i++)
         if (touched[i] && cands->items[i].accepted) accepted_reason(&cands->items[i], cfg, est[i].nominal_dims);
 done:
@@ -334,6 +324,8 @@ done:
     af_free(gain);
     af_free(ok);
     af_free(touched);
+    af_free(order);
+    af_free(owner);
     af_cost_graph_free(&cg);
     return st;
 }

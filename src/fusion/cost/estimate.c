@@ -124,9 +124,10 @@ static double elementwise_flops(const af_node *n) {
     case AF_OP_CAST:
     case AF_OP_CAST_LIKE:
         return 0;
+    case AF_OP_ERF:
+        return AF_COST_FLOPS_ERF;
     case AF_OP_SIGMOID:
     case AF_OP_TANH:
-    case AF_OP_ERF:
     case AF_OP_EXP:
     case AF_OP_LOG:
     case AF_OP_ELU:
@@ -153,14 +154,13 @@ static double elementwise_flops(const af_node *n) {
     case AF_OP_MOD:
         return AF_COST_FLOPS_DIVIDE;
     case AF_OP_HARD_SIGMOID:
+    case AF_OP_HARD_SWISH: /* x * clip(x / 6 + 1/2): one FMA and a multiply, the clamps are free */
     case AF_OP_BATCH_NORMALIZATION:
     case AF_OP_CLIP:
     case AF_OP_SHRINK:
     case AF_OP_PRELU:
     case AF_OP_LEAKY_RELU:
         return 2;
-    case AF_OP_HARD_SWISH:
-        return 4;
     case AF_OP_SUM:
     case AF_OP_MAX:
     case AF_OP_MIN:
@@ -250,21 +250,38 @@ static double node_flops(const af_graph *g, const af_node *n, bool *nominal) {
     return 0; /* injective and opaque ops move data only */
 }
 
+static bool gemm_like(const af_node *n) {
+    return n->op == AF_OP_CONV || n->op == AF_OP_CONV_TRANSPOSE || n->op == AF_OP_MAT_MUL || n->op == AF_OP_GEMM ||
+           n->op == AF_OP_EINSUM;
+}
+
 static double efficiency(const af_graph *g, const af_node *n) {
     switch (n->op) {
-    case AF_OP_CONV: {
-        int64_t groups = af_node_attr_int(n, "group", 1);
-        int x = input(n, 0);
-        if (groups > 1 && x >= 0 && g->values[x].t.rank >= 2 && g->values[x].t.dims[1] == groups)
-            return AF_COST_EFF_DEPTHWISE;
-        return AF_COST_EFF_GEMM;
+    case AF_OP_CONV:
+    case AF_OP_CONV_TRANSPOSE: {
+        int w = input(n, 1);
+        const af_tensor *wt = w >= 0 ? &g->values[w].t : NULL;
+        if (!wt || wt->rank < 3) return AF_COST_EFF_CONV_KXK;
+        if (n->op == AF_OP_CONV && af_node_attr_int(n, "group", 1) > 1 && wt->dims[1] == 1) return AF_COST_EFF_DEPTHWISE;
+        int64_t k = 1;
+        for (int d = 2; d < wt->rank; d++) k *= wt->dims[d];
+        return k == 1 ? AF_COST_EFF_GEMM : AF_COST_EFF_CONV_KXK;
     }
-    case AF_OP_CONV_TRANSPOSE:
     case AF_OP_MAT_MUL:
     case AF_OP_GEMM:
     case AF_OP_EINSUM:
         return AF_COST_EFF_GEMM;
+    case AF_OP_SOFTMAX:
+    case AF_OP_LOG_SOFTMAX:
+    case AF_OP_LAYER_NORMALIZATION:
+    case AF_OP_INSTANCE_NORMALIZATION:
+    case AF_OP_MEAN_VARIANCE_NORMALIZATION:
+        return AF_COST_EFF_VECTOR;
+    case AF_OP_MAX_POOL:
+    case AF_OP_AVERAGE_POOL:
+        return AF_COST_EFF_REDUCE;
     default:
+        if (n->op < AF_OP_COUNT && af_op_info(n->op)->cls == AF_OPCLASS_REDUCTION) return AF_COST_EFF_REDUCE;
         return AF_COST_EFF_VECTOR;
     }
 }
@@ -275,10 +292,7 @@ static double compute_us(const af_hw_model *hw, double flops, double eff) {
     return rate > 0 ? flops / rate : 0;
 }
 
-static double memory_us(const af_hw_model *hw, double bytes) {
-    double rate = af_hw_bandwidth_for(hw, bytes) * 1e3;
-    return rate > 0 ? bytes / rate : 0;
-}
+static double memory_us(const af_hw_model *hw, double bytes) { return af_hw_memory_us(hw, bytes); }
 
 static double node_bytes(const af_graph *g, const af_node *n, bool *nominal) {
     double b = 0;
@@ -293,7 +307,8 @@ static void node_cost(const af_graph *g, const af_hw_model *hw, int i, af_node_c
     out->bytes = node_bytes(g, n, nominal);
     out->compute_us = compute_us(hw, out->flops, efficiency(g, n));
     out->memory_us = memory_us(hw, out->bytes);
-    out->time_us = fmax(out->compute_us, out->memory_us) + hw->kernel_overhead_us;
+    out->fixed_us = gemm_like(n) ? AF_COST_FIXED_GEMM_US : AF_COST_FIXED_VECTOR_US;
+    out->time_us = fmax(out->compute_us, out->memory_us) + out->fixed_us + hw->kernel_overhead_us;
 }
 
 void af_cost_node(const af_graph *g, const af_hw_model *hw, int node, af_node_cost *out) {
@@ -424,7 +439,9 @@ void af_cost_estimate_group(const af_cost_graph *cg, const af_hw_model *hw, cons
     }
     for (int j = 0; j < n_ext; j++) out->bytes_fused += ext_bytes[j];
     out->bytes_fused += af_cost_value_bytes(g, c->output, &nominal);
-    out->time_fused_us = fmax(compute_fused, memory_us(hw, out->bytes_fused)) + hw->kernel_overhead_us;
+    /* one kernel: the anchor's fixed cost (or an elementwise kernel's) and one step */
+    const double fixed = c->anchor >= 0 && gemm_like(&g->nodes[c->anchor]) ? AF_COST_FIXED_GEMM_US : AF_COST_FIXED_VECTOR_US;
+    out->time_fused_us = fmax(compute_fused, memory_us(hw, out->bytes_fused)) + fixed + hw->kernel_overhead_us;
     /* Intermediates stay in registers or L1, whose energy (~1 pJ/byte) is left out. */
     double energy_f = out->flops_fused * hw->pj_per_flop + out->bytes_fused * af_hw_pj_per_byte_for(hw, out->bytes_fused);
     out->energy_unfused_uj = energy_u * 1e-6;
@@ -475,7 +492,7 @@ double af_cost_threshold(const af_fusion_config *cfg) {
     double a = cfg->fusion_aggressiveness;
     if (!(a >= 0)) a = 0;
     if (a > 1) a = 1;
-    return AF_COST_THRESHOLD_SPAN * (1 - 2 * a);
+    return AF_COST_THRESHOLD_SPAN * (1 - a);
 }
 
 /* ---- footprint ------------------------------------------------------------------------------ */

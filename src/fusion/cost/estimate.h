@@ -25,16 +25,24 @@
 #define AF_COST_NOMINAL_DIM 64       /* stands for an unknown dim */
 #define AF_COST_NOMINAL_NUMEL 4096   /* stands for a tensor of unknown rank */
 
-/* Compute efficiency: the fraction of the FMA peak each kind of kernel reaches (calibrated on the
- * library's kernels with bench/cost_model_check.c; see docs/cost_model.md). */
-#define AF_COST_EFF_GEMM 0.70        /* Conv (im2col/1x1 GEMM), MatMul, Gemm on the packed GEMM */
-#define AF_COST_EFF_DEPTHWISE 0.15   /* depthwise Conv: few MACs per loaded element */
-#define AF_COST_EFF_VECTOR 0.25      /* elementwise, reductions, normalizations: SIMD, no FMA chains */
+/* Compute efficiency: the fraction of the FMA peak each kind of kernel reaches, calibrated on the
+ * library's own kernels with bench/cost_model_check.c (docs/cost_model.md has the measurements). */
+#define AF_COST_EFF_GEMM 0.85        /* MatMul, Gemm, 1x1 Conv: the packed GEMM */
+#define AF_COST_EFF_CONV_KXK 0.65    /* Conv with a kernel > 1x1: GEMM over an im2col buffer */
+#define AF_COST_EFF_DEPTHWISE 0.02   /* depthwise Conv: the current kernel reaches ~1-5 GFLOP/s */
+#define AF_COST_EFF_VECTOR 0.25      /* elementwise, softmax, normalizations: SIMD without FMA chains */
+#define AF_COST_EFF_REDUCE 0.06      /* pooling and reductions: horizontal sums, strided windows */
+
+/* Fixed time of one kernel call inside the kernel (argument checks, packing set-up, the thread
+ * pool), on top of the executor's per-step overhead (af_hw_model.kernel_overhead_us). */
+#define AF_COST_FIXED_GEMM_US 0.3
+#define AF_COST_FIXED_VECTOR_US 0.04
 
 /* Flops per element of the ops that are not multiply-accumulates. */
-#define AF_COST_FLOPS_TRANSCENDENTAL 12.0 /* exp, log, tanh, erf, sigmoid...: polynomial + range reduction */
+#define AF_COST_FLOPS_TRANSCENDENTAL 12.0 /* exp, log, tanh, sigmoid...: polynomial + range reduction */
+#define AF_COST_FLOPS_ERF 20.0            /* erf: a longer polynomial */
 #define AF_COST_FLOPS_DIVIDE 4.0          /* div, sqrt, reciprocal: slow pipes */
-#define AF_COST_FLOPS_SOFTMAX 18.0        /* max, subtract, exp, sum, divide */
+#define AF_COST_FLOPS_SOFTMAX 14.0        /* max, subtract, exp, sum, scale */
 #define AF_COST_FLOPS_NORM 8.0            /* mean, variance, normalize, scale, shift */
 
 /* Per-value facts of one graph the estimates need; built once, read-only afterwards. */
@@ -53,7 +61,8 @@ typedef struct af_node_cost {
     double bytes;      /* inputs read + outputs written */
     double compute_us; /* flops / (peak * efficiency) */
     double memory_us;  /* bytes / bandwidth for that footprint */
-    double time_us;    /* max(compute, memory) + kernel overhead */
+    double fixed_us;   /* the kernel's fixed cost (AF_COST_FIXED_*) */
+    double time_us;    /* max(compute, memory) + fixed + the executor's per-step overhead */
 } af_node_cost;
 
 void af_cost_node(const af_graph *g, const af_hw_model *hw, int node, af_node_cost *out);
@@ -73,7 +82,7 @@ void af_cost_estimate_group(const af_cost_graph *cg, const af_hw_model *hw, cons
 
 /* score = (w_lat*dt/t_u + w_mem*db/b_u + w_en*de/e_u) / (w_lat + w_mem + w_en), the weighted
  * fractions of the group's unfused time, traffic and energy that fusion saves (<= 1; > 0 means
- * profitable). 0 when every weight is 0. */
+ * profitable, 0 break-even). 0 when every weight is 0. */
 double af_cost_score(const af_group_estimate *e, const af_fusion_config *cfg);
 /* The whole graph run unfused (every node its own kernel): the scale af_cost_gain measures in. */
 typedef struct af_cost_totals {
@@ -85,10 +94,10 @@ void af_cost_graph_totals(const af_cost_graph *cg, const af_hw_model *hw, af_cos
  * comparable across candidates of different sizes, so overlaps are resolved by it. */
 double af_cost_gain(const af_group_estimate *e, const af_fusion_config *cfg, const af_cost_totals *t);
 
-/* The score a memory_aware candidate must exceed: AF_COST_THRESHOLD_SPAN * (1 - 2a), a the
- * fusion_aggressiveness clamped to 0..1: +span at 0 (a clear margin), break-even at the default
- * 0.5, -span at 1 (accepts small predicted losses, within the model's error). */
-#define AF_COST_THRESHOLD_SPAN 0.05
+/* The score a memory_aware candidate must reach: AF_COST_THRESHOLD_SPAN * (1 - a), a the
+ * fusion_aggressiveness clamped to 0..1: a clear 2% margin at 0, 1% at the default 0.5, and
+ * break-even at 1 (anything not predicted to be worse). */
+#define AF_COST_THRESHOLD_SPAN 0.02
 double af_cost_threshold(const af_fusion_config *cfg);
 
 /* The model's memory footprint for the strategy choice: constant bytes, and the largest sum of

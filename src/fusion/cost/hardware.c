@@ -236,12 +236,20 @@ static double measure_peak(af_isa isa) {
  * vectors and ordinary (write-allocating) stores, as the kernels use. */
 typedef void (*scale_fn)(float *restrict dst, const float *restrict src, size_t n, float s);
 
-static void scale_scalar(float *restrict dst, const float *restrict src, size_t n, float s) {
+/* The copy loops run uninstrumented under ASan: an instrumented build would measure (and cache,
+ * for every build on this machine) its own checks instead of the memory system. */
+#if defined(__SANITIZE_ADDRESS__)
+#define NO_ASAN __attribute__((no_sanitize_address))
+#else
+#define NO_ASAN
+#endif
+
+NO_ASAN static void scale_scalar(float *restrict dst, const float *restrict src, size_t n, float s) {
     for (size_t i = 0; i < n; i++) dst[i] = src[i] * s;
 }
 
 #ifdef AF_HW_X86
-__attribute__((target("avx2"))) static void scale_avx2(float *restrict dst, const float *restrict src, size_t n,
+NO_ASAN __attribute__((target("avx2"))) static void scale_avx2(float *restrict dst, const float *restrict src, size_t n,
                                                        float s) {
     const __m256 vs = _mm256_set1_ps(s);
     for (size_t i = 0; i < n; i += 16) {
@@ -250,7 +258,7 @@ __attribute__((target("avx2"))) static void scale_avx2(float *restrict dst, cons
     }
 }
 
-__attribute__((target("avx512f"))) static void scale_avx512(float *restrict dst, const float *restrict src, size_t n,
+NO_ASAN __attribute__((target("avx512f"))) static void scale_avx512(float *restrict dst, const float *restrict src, size_t n,
                                                             float s) {
     const __m512 vs = _mm512_set1_ps(s);
     for (size_t i = 0; i < n; i += 16) _mm512_store_ps(dst + i, _mm512_mul_ps(_mm512_load_ps(src + i), vs));
@@ -515,8 +523,8 @@ af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_err
         char path[1024];
         if (cfg && cfg->hardware_cache) snprintf(path, sizeof path, "%s", cfg->hardware_cache);
         else af_hw_default_cache_path(path, sizeof path);
-        cache_values cv;
-        bool valid = path[0] && cache_read(path, hw, &cv);
+        cache_values cv = {0};
+        if (path[0]) cache_read(path, hw, &cv); /* a missing, foreign or corrupt file leaves cv empty */
         if (need_peak && cv.peak_gflops_core) {
             hw->peak_gflops_core = cv.peak_gflops_core;
             hw->peak_source = AF_HW_CACHED;
@@ -530,7 +538,7 @@ af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_err
             hw->bandwidth_source = AF_HW_CACHED;
             need_bw = false;
         }
-        if (need_peak || need_bw || !valid) {
+        if (need_peak || need_bw) {
             double t0 = now_ms();
             if (need_peak) {
                 double p = measure_peak(hw->isa);
@@ -563,14 +571,19 @@ void af_hw_model_scale_threads(af_hw_model *hw, int n_threads) {
     finish(hw);
 }
 
+double af_hw_memory_us(const af_hw_model *hw, double footprint) {
+    const double n = hw->n_cores, l2 = (double)hw->l2 * n, l3 = (double)hw->l3 * hw->n_cores_probed;
+    double l2_bw = hw->bw_l2_core_gbs * n, l3_bw = fmax(hw->bw_l3_core_gbs * n, hw->bandwidth_gbs);
+    double dram_bw = hw->bandwidth_gbs;
+    if (!(footprint > 0) || !(l2_bw > 0) || !(l3_bw > 0) || !(dram_bw > 0)) return 0;
+    double in_l2 = fmin(footprint, l2), in_l3 = fmax(0, fmin(footprint, fmax(l3, l2)) - l2);
+    double rest = fmax(0, footprint - in_l2 - in_l3);
+    return (in_l2 / l2_bw + in_l3 / l3_bw + rest / dram_bw) * 1e-3; /* GB/s = 1e3 bytes/us */
+}
+
 double af_hw_bandwidth_for(const af_hw_model *hw, double footprint) {
-    const double n = hw->n_cores;
-    if (footprint <= (double)hw->l2 * n) return hw->bw_l2_core_gbs * n;
-    if (footprint <= (double)hw->l3 * hw->n_cores_probed) {
-        double l3 = hw->bw_l3_core_gbs * n;
-        return l3 > hw->bandwidth_gbs ? l3 : hw->bandwidth_gbs;
-    }
-    return hw->bandwidth_gbs;
+    double us = af_hw_memory_us(hw, footprint);
+    return us > 0 ? footprint / us * 1e-3 : hw->bandwidth_gbs;
 }
 
 double af_hw_pj_per_byte_for(const af_hw_model *hw, double footprint) {

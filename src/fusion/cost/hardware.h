@@ -41,9 +41,10 @@ typedef enum af_hw_source {
 #define AF_HW_PJ_PER_BYTE_DRAM 150.0  /* ~1.2 nJ per 64-bit DRAM access, order of magnitude */
 #define AF_HW_PJ_PER_BYTE_CACHE 10.0  /* L2-sized SRAM, ~80 pJ per 64 bits, order of magnitude */
 
-/* The fixed cost of one kernel (a plan step: dispatch, shape inference, thread-pool wake-up). An
- * estimate calibrated with bench/cost_model_check.c (docs/cost_model.md). */
-#define AF_HW_KERNEL_OVERHEAD_US 2.0
+/* The executor's fixed cost per plan step (shape inference, output placement, dispatch), measured
+ * as (session run - sum of the kernels alone) / steps on the small fixtures with
+ * bench/cost_model_check.c: 0.1-0.8 us (docs/cost_model.md). */
+#define AF_HW_KERNEL_OVERHEAD_US 0.5
 
 typedef struct af_hw_model {
     char cpu_model[96];       /* /proc/cpuinfo "model name", or "unknown" */
@@ -73,8 +74,11 @@ af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_err
 void af_hw_model_default(af_hw_model *hw);
 /* Re-targets the model at n_threads threads (>= 1): peak and DRAM bandwidth scale with it. */
 void af_hw_model_scale_threads(af_hw_model *hw, int n_threads);
-/* The bandwidth in GB/s a kernel touching `footprint` bytes sees: L2 speed when it fits in the
- * cores' L2, L3 speed when it fits in their L3, else DRAM. */
+/* Microseconds to move `footprint` bytes (read + written) in one kernel: the first L2-sized part
+ * (the cores' L2 together) at L2 speed, the part that fits in the L3 at L3 speed, the rest at DRAM
+ * speed. Continuous in the footprint, so a slightly larger working set costs slightly more. */
+double af_hw_memory_us(const af_hw_model *hw, double footprint);
+/* The effective bandwidth in GB/s of that: footprint / af_hw_memory_us. */
 double af_hw_bandwidth_for(const af_hw_model *hw, double footprint);
 /* Energy per byte moved for a kernel touching `footprint` bytes: cache or DRAM constant. */
 double af_hw_pj_per_byte_for(const af_hw_model *hw, double footprint);
