@@ -33,11 +33,10 @@ $(GEN_C): $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
 
-# The built-in fusion rules, embedded as one C string so the library needs no files at run time.
-$(BUILD)/gen/builtin_rules.c: $(RULES)
+# The built-in fusion rules, embedded as C arrays so the library needs no files at run time.
+$(BUILD)/gen/builtin_rules.c: $(RULES) scripts/embed_rules.sh
 	@mkdir -p $(BUILD)/gen
-	{ echo 'const char af_builtin_rules[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $(RULES); echo ';'; } > $@
+	sh scripts/embed_rules.sh $(RULES) > $@
 
 $(BUILD)/gen/builtin_rules.o: $(BUILD)/gen/builtin_rules.c
 	$(CC) -std=c11 $(OPT) -c $< -o $@
