@@ -65,6 +65,32 @@ static bool build_step(const af_graph *g, af_fusion_candidate *c, const af_sched
     return ok;
 }
 
+/* The prefix the cost layer gives candidates that lost an overlap (src/fusion/cost/cost.c). */
+#define OVERLAP_REASON "overlaps group "
+
+static bool nodes_free(const af_fusion_candidate *c, const int *group_of) {
+    for (int i = 0; i < c->n_nodes; i++)
+        if (group_of[c->nodes[i]] >= 0) return false;
+    return true;
+}
+
+/* Builds c into fused[*n_fused] and claims its nodes; false when it could not be built (st says
+ * whether that was a hard error or a rejection recorded in c->reason). */
+static bool try_build(const af_graph *g, af_fusion_candidate *c, const af_sched_options *o, af_step *fused,
+                      int *n_fused, int *group_of, int *last_of, af_exec_plan *plan, af_error *err, af_status *st) {
+    double t0 = af_now_ms();
+    bool built = build_step(g, c, o, &fused[*n_fused], err, st);
+    plan->prepare_ms += af_now_ms() - t0;
+    if (!built) return false;
+    int last = -1;
+    for (int i = 0; i < c->n_nodes; i++) {
+        group_of[c->nodes[i]] = *n_fused;
+        if (c->nodes[i] > last) last = c->nodes[i];
+    }
+    last_of[(*n_fused)++] = last;
+    return true;
+}
+
 static void log_step(const af_graph *g, const af_step *s, int index) {
     char line[1024];
     size_t used = (size_t)snprintf(line, sizeof line, "fused");
@@ -82,11 +108,12 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
     int n = g->n_nodes;
     int *group_of = af_malloc((size_t)(n ? n : 1) * sizeof *group_of); /* node -> fused step slot, or -1 */
     int *last_of = af_malloc((size_t)(cands->n ? cands->n : 1) * sizeof *last_of);
+    int *lost = af_malloc((size_t)(cands->n ? cands->n : 1) * sizeof *lost);
     af_step *fused = af_calloc((size_t)(cands->n ? cands->n : 1), sizeof *fused);
     plan->steps = af_calloc((size_t)(n ? n : 1), sizeof *plan->steps);
     af_status st = AF_OK;
     int n_fused = 0;
-    if (!group_of || !last_of || !fused || !plan->steps) {
+    if (!group_of || !last_of || !lost || !fused || !plan->steps) {
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory scheduling fusions");
         goto done;
     }
@@ -94,25 +121,37 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
     for (int k = 0; k < cands->n; k++) {
         af_fusion_candidate *c = &cands->items[k];
         if (!c->accepted) continue;
-        bool free_nodes = true;
-        for (int i = 0; i < c->n_nodes && free_nodes; i++) free_nodes = group_of[c->nodes[i]] < 0;
-        if (!free_nodes) { /* the cost layer resolves overlaps; this is the scheduler's own guard */
+        if (!nodes_free(c, group_of)) { /* the cost layer resolves overlaps; this is the scheduler's own guard */
             reject(c, "overlaps another accepted group");
             continue;
         }
-        double t0 = af_now_ms();
-        bool built = build_step(g, c, o, &fused[n_fused], err, &st);
-        plan->prepare_ms += af_now_ms() - t0;
-        if (!built) {
+        if (!try_build(g, c, o, fused, &n_fused, group_of, last_of, plan, err, &st) && st != AF_OK) goto done;
+    }
+    /* Second chance: a profitable candidate that lost an overlap to a group the scheduler could not
+     * build is tried now, best score first, wherever its nodes are still free. */
+    int n_lost = 0;
+    for (int k = 0; k < cands->n; k++) {
+        const af_fusion_candidate *c = &cands->items[k];
+        if (c->accepted || strncmp(c->reason, OVERLAP_REASON, sizeof OVERLAP_REASON - 1) != 0) continue;
+        int j = n_lost++;
+        while (j > 0 && cands->items[lost[j - 1]].score < c->score) {
+            lost[j] = lost[j - 1];
+            j--;
+        }
+        lost[j] = k;
+    }
+    for (int r = 0; r < n_lost; r++) {
+        af_fusion_candidate *c = &cands->items[lost[r]];
+        if (!nodes_free(c, group_of)) continue;
+        char before[sizeof c->reason];
+        snprintf(before, sizeof before, "%s", c->reason);
+        if (try_build(g, c, o, fused, &n_fused, group_of, last_of, plan, err, &st)) {
+            c->accepted = true;
+            snprintf(c->reason, sizeof c->reason, "accepted: in place of a group the scheduler could not build");
+        } else {
             if (st != AF_OK) goto done;
-            continue;
+            snprintf(c->reason, sizeof c->reason, "%s", before); /* keep the cost layer's verdict */
         }
-        int last = -1;
-        for (int i = 0; i < c->n_nodes; i++) {
-            group_of[c->nodes[i]] = n_fused;
-            if (c->nodes[i] > last) last = c->nodes[i];
-        }
-        last_of[n_fused++] = last;
     }
     /* Steps in node order; a group runs where its last node stood, after every input it reads
      * (their producers come earlier) and before every reader of its output (they come later). */
@@ -151,6 +190,7 @@ done:
     af_free(fused);
     af_free(group_of);
     af_free(last_of);
+    af_free(lost);
     if (st != AF_OK) af_exec_plan_free(plan);
     return st;
 }
