@@ -136,31 +136,34 @@ static bool batchnorm(compile *c, const af_node *n, bool first, af_tensor *w_ove
     return true;
 }
 
-static bool activation(compile *c, const af_node *n) {
+bool af_sched_activation_step(const af_graph *g, const af_node *n, af_epi_step *out) {
     switch (n->op) {
-    case AF_OP_RELU: return push(c, (af_epi_step){.op = AF_EPI_RELU});
-    case AF_OP_SIGMOID: return push(c, (af_epi_step){.op = AF_EPI_SIGMOID});
-    case AF_OP_TANH: return push(c, (af_epi_step){.op = AF_EPI_TANH});
-    case AF_OP_HARD_SWISH: return push(c, (af_epi_step){.op = AF_EPI_HARD_SWISH});
+    case AF_OP_RELU: *out = (af_epi_step){.op = AF_EPI_RELU}; return true;
+    case AF_OP_SIGMOID: *out = (af_epi_step){.op = AF_EPI_SIGMOID}; return true;
+    case AF_OP_TANH: *out = (af_epi_step){.op = AF_EPI_TANH}; return true;
+    case AF_OP_HARD_SWISH: *out = (af_epi_step){.op = AF_EPI_HARD_SWISH}; return true;
     case AF_OP_LEAKY_RELU:
-        return push(c, (af_epi_step){.op = AF_EPI_LEAKY_RELU, .a = af_node_attr_float(n, "alpha", 0.01f)});
+        *out = (af_epi_step){.op = AF_EPI_LEAKY_RELU, .a = af_node_attr_float(n, "alpha", 0.01f)};
+        return true;
     case AF_OP_HARD_SIGMOID:
-        return push(c, (af_epi_step){.op = AF_EPI_HARD_SIGMOID, .a = af_node_attr_float(n, "alpha", 0.2f),
-                                     .b = af_node_attr_float(n, "beta", 0.5f)});
+        *out = (af_epi_step){.op = AF_EPI_HARD_SIGMOID, .a = af_node_attr_float(n, "alpha", 0.2f),
+                             .b = af_node_attr_float(n, "beta", 0.5f)};
+        return true;
     case AF_OP_CLIP: {
         float lo = -INFINITY, hi = INFINITY;
-        if (c->g->opset < 11) {
+        if (g->opset < 11) {
             lo = af_node_attr_float(n, "min", -INFINITY);
             hi = af_node_attr_float(n, "max", INFINITY);
         } else {
-            const af_tensor *tl = n->n_inputs > 1 ? constant(c->g, n->inputs[1]) : NULL;
-            const af_tensor *th = n->n_inputs > 2 ? constant(c->g, n->inputs[2]) : NULL;
+            const af_tensor *tl = n->n_inputs > 1 ? constant(g, n->inputs[1]) : NULL;
+            const af_tensor *th = n->n_inputs > 2 ? constant(g, n->inputs[2]) : NULL;
             if ((n->n_inputs > 1 && n->inputs[1] >= 0 && !tl) || (n->n_inputs > 2 && n->inputs[2] >= 0 && !th))
-                return fail(c, "Clip '%s' has bounds that are not constant", n->name);
+                return false;
             if (tl) lo = ((const float *)tl->data)[0];
             if (th) hi = ((const float *)th->data)[0];
         }
-        return push(c, (af_epi_step){.op = AF_EPI_CLIP, .a = lo, .b = hi});
+        *out = (af_epi_step){.op = AF_EPI_CLIP, .a = lo, .b = hi};
+        return true;
     }
     default: return false;
     }
@@ -301,8 +304,8 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
         bool ok;
         if (n->op == AF_OP_BATCH_NORMALIZATION) {
             ok = batchnorm(&c, n, s->epi.n_steps == 0 && w_override->data == NULL, w_override, b_override, w, bias);
-        } else if (activation(&c, n)) {
-            ok = true;
+        } else if (af_sched_activation_step(g, n, &idiom)) {
+            ok = push(&c, idiom);
         } else if ((n->op == AF_OP_ADD || n->op == AF_OP_SUB || n->op == AF_OP_MUL || n->op == AF_OP_DIV) &&
                    n->n_inputs == 2 && other >= 0 && constant(g, other)) {
             ok = const_arith(&c, n->op, constant(g, other), r_first);

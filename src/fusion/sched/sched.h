@@ -31,6 +31,18 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
 bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *c, af_step *s, af_tensor *w_override,
                                af_tensor *b_override, char *why, size_t why_size);
 
+/* The epilogue step of an activation node (Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, HardSigmoid,
+ * Clip with constant bounds); false when n has no single-step form. */
+bool af_sched_activation_step(const af_graph *g, const af_node *n, af_epi_step *out);
+
+/* Builds the fused region step of an anchor-less elementwise group (see region_step.c). */
+bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                           char *why, size_t why_size);
+
+/* A node standing for a fused group in the executor: reads `inputs`, writes `output`; named after
+ * `like`. NULL when out of memory. Free with af_node_clear + af_free (af_step_release does). */
+af_node *af_sched_kernel_node(const af_node *like, const char *op_type, const int *inputs, int n_inputs, int output);
+
 /* Builds the fused attention step of an attention_blocks group (see attention_step.c). */
 bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                               char *why, size_t why_size);

@@ -1,0 +1,113 @@
+/*
+ * The fused step of an anchor-less elementwise group (family elementwise_chain, from a rule or
+ * from region discovery): its nodes become one region program (src/kernels/fast/region.h) over the
+ * values the group reads from outside.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "fusion/sched/sched.h"
+#include "ir/op.h"
+#include "kernels/fast/region.h"
+#include "util/alloc.h"
+
+static char *dup_string(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = af_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+af_node *af_sched_kernel_node(const af_node *like, const char *op_type, const int *inputs, int n_inputs, int output) {
+    af_node *kn = af_calloc(1, sizeof *kn);
+    int *ins = af_malloc((size_t)(n_inputs ? n_inputs : 1) * sizeof *ins), *outs = af_malloc(sizeof *outs);
+    char *name = dup_string(like->name), *type = dup_string(op_type), *domain = dup_string("");
+    if (!kn || !ins || !outs || !name || !type || !domain) {
+        af_free(kn), af_free(ins), af_free(outs), af_free(name), af_free(type), af_free(domain);
+        return NULL;
+    }
+    if (n_inputs) memcpy(ins, inputs, (size_t)n_inputs * sizeof *ins);
+    outs[0] = output;
+    *kn = (af_node){.name = name, .op_type = type, .domain = domain, .op = like->op, .n_inputs = n_inputs,
+                    .inputs = ins, .n_outputs = 1, .outputs = outs};
+    return kn;
+}
+
+/* Whether node n can be one instruction of a region: evaluated per element in the output's index
+ * space. BatchNormalization is per channel, not per element of a flat tile, so it stays out. */
+static bool region_op(const af_graph *g, const af_node *n, char *why, size_t why_size) {
+    const af_op_info_t *info = af_op_info(n->op);
+    if (n->op == AF_OP_UNKNOWN || (info->cls != AF_OPCLASS_ELEMENTWISE && info->cls != AF_OPCLASS_BROADCAST) ||
+        n->op == AF_OP_BATCH_NORMALIZATION || !info->run) {
+        snprintf(why, why_size, "node '%s' (%s) is not elementwise", n->name, n->op_type);
+        return false;
+    }
+    if (n->n_inputs > AF_REGION_MAX_ARGS || n->n_outputs < 1 || n->outputs[0] < 0) {
+        snprintf(why, why_size, "node '%s' has more inputs or outputs than a region takes", n->name);
+        return false;
+    }
+    for (int k = 1; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0) {
+            snprintf(why, why_size, "node '%s' has a second output", n->name);
+            return false;
+        }
+    size_t es = af_dtype_size(g->values[n->outputs[0]].t.dtype);
+    if (es == 0 || es > 8) {
+        snprintf(why, why_size, "node '%s' has an output type a region does not hold", n->name);
+        return false;
+    }
+    return true;
+}
+
+bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                           char *why, size_t why_size) {
+    af_region_instr instrs[AF_FUSION_MAX_NODES];
+    int inputs[AF_FUSION_MAX_NODES * AF_REGION_MAX_ARGS];
+    int n_inputs = 0;
+    const af_node *last = &g->nodes[c->nodes[c->n_nodes - 1]];
+    if (last->outputs[0] != c->output) {
+        snprintf(why, why_size, "the group's output is not made by its last node");
+        return false;
+    }
+    for (int i = 0; i < c->n_nodes; i++) {
+        const af_node *n = &g->nodes[c->nodes[i]];
+        if (!region_op(g, n, why, why_size)) return false;
+        af_region_instr *in = &instrs[i];
+        *in = (af_region_instr){.node = n, .dtype = g->values[n->outputs[0]].t.dtype, .n_args = n->n_inputs};
+        for (int k = 0; k < n->n_inputs; k++) {
+            int v = n->inputs[k], slot = -1;
+            if (v < 0) {
+                in->args[k] = (af_region_arg){.kind = AF_REGION_NONE};
+                continue;
+            }
+            for (int j = 0; j < i && slot < 0; j++)
+                if (g->nodes[c->nodes[j]].outputs[0] == v) slot = j;
+            if (slot >= 0) {
+                in->args[k] = (af_region_arg){.kind = AF_REGION_SLOT, .index = slot};
+                continue;
+            }
+            int idx = 0;
+            while (idx < n_inputs && inputs[idx] != v) idx++;
+            if (idx == n_inputs) inputs[n_inputs++] = v;
+            in->args[k] = (af_region_arg){.kind = AF_REGION_INPUT, .index = idx};
+        }
+        in->has_epi = in->dtype == AF_DTYPE_FLOAT && n->n_inputs >= 1 &&
+                      g->values[n->inputs[0]].t.dtype == AF_DTYPE_FLOAT && af_sched_activation_step(g, n, &in->epi);
+    }
+    if (n_inputs > AF_REGION_MAX_ARGS * 4) {
+        snprintf(why, why_size, "the group reads more than %d values", AF_REGION_MAX_ARGS * 4);
+        return false;
+    }
+    af_region_program p = {.n_instrs = c->n_nodes, .instrs = instrs, .n_inputs = n_inputs};
+    af_error err = {0};
+    if (af_region_kernel_make(&p, o->isa, o->n_threads, &s->kernel, &err) != AF_OK) {
+        snprintf(why, why_size, "%s", err.message);
+        return false;
+    }
+    if (!(s->kernel_node = af_sched_kernel_node(last, "FusedElementwise", inputs, n_inputs, c->output))) {
+        af_kernel_release(&s->kernel);
+        snprintf(why, why_size, "out of memory");
+        return false;
+    }
+    return true;
+}
