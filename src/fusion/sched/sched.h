@@ -39,6 +39,10 @@ bool af_sched_activation_step(const af_graph *g, const af_node *n, af_epi_step *
 bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                            char *why, size_t why_size);
 
+/* Builds the fused LayerNorm step of a layernorm group (see layernorm_step.c). */
+bool af_sched_build_layernorm(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                              char *why, size_t why_size);
+
 /* A node standing for a fused group in the executor: reads `inputs`, writes `output`; named after
  * `like`. NULL when out of memory. Free with af_node_clear + af_free (af_step_release does). */
 af_node *af_sched_kernel_node(const af_node *like, const char *op_type, const int *inputs, int n_inputs, int output);

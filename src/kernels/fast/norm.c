@@ -47,6 +47,7 @@ static bool f32_ready(const af_tensor *t) {
 typedef struct norm_job {
     const norm_state *s;
     const float *x, *scale, *bias;
+    const float *res; /* LayerNormalization fused with the residual Add before it: x + res */
     float *y;
     int64_t units, unit; /* unit: row length, or the plane size for batchnorm */
     int64_t per_task;
@@ -67,8 +68,15 @@ static void norm_units(const norm_job *j, int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; u++) {
         const float *xr = j->x + u * j->unit;
         float *yr = j->y + u * j->unit;
-        if (s->op == AF_OP_SOFTMAX) s->vk->softmax_row(j->unit, xr, yr);
-        else s->vk->layernorm_row(j->unit, xr, yr, j->scale, j->bias, s->eps);
+        if (s->op == AF_OP_SOFTMAX) {
+            s->vk->softmax_row(j->unit, xr, yr);
+        } else if (j->res) { /* the sum goes to y, then normalizes in place (stats come first) */
+            const float *rr = j->res + u * j->unit;
+            for (int64_t i = 0; i < j->unit; i++) yr[i] = xr[i] + rr[i];
+            s->vk->layernorm_row(j->unit, yr, yr, j->scale, j->bias, s->eps);
+        } else {
+            s->vk->layernorm_row(j->unit, xr, yr, j->scale, j->bias, s->eps);
+        }
     }
 }
 
@@ -120,10 +128,20 @@ static af_status norm_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         const af_tensor *scale = af_ctx_input(c, 1), *b = af_ctx_input(c, 2);
         j.units = af_dims_numel(axis, x->dims);
         j.unit = af_dims_numel(x->rank - axis, x->dims + axis);
-        if (!ln_param_ok(c, x, axis, scale, j.unit) || (b && !ln_param_ok(c, x, axis, b, j.unit)))
+        if (!ln_param_ok(c, x, axis, scale, j.unit) || (b && !ln_param_ok(c, x, axis, b, j.unit))) {
+            if (af_ctx_input(c, 3)) /* the reference knows no residual */
+                return af_ctx_fail(c, AF_ERR_RUNTIME, "fused LayerNorm: Scale and B must match the normalized dims");
             return af_op_info(c->node->op)->run(c); /* broadcast parameters */
+        }
         j.scale = scale->data;
         j.bias = b ? b->data : NULL;
+        /* Input 3 exists only on the node the fusion scheduler makes for residual Add + LayerNorm. */
+        const af_tensor *res = af_ctx_input(c, 3);
+        if (res) {
+            if (!f32_ready(res) || !af_tensor_same_shape(res, x))
+                return af_ctx_fail(c, AF_ERR_RUNTIME, "the residual must be float32 shaped like X");
+            j.res = res->data;
+        }
         break;
     }
     default: /* BatchNormalization */
