@@ -55,6 +55,9 @@ static bool build_step(const af_graph *g, af_fusion_candidate *c, const af_sched
     char why[160] = "";
     if (anchor_op == AF_OP_CONV || anchor_op == AF_OP_MAT_MUL || anchor_op == AF_OP_GEMM) {
         ok = build_anchor_step(g, c, o, s, err, st);
+    } else if (c->family == AF_FUSION_SQUEEZE_EXCITE) {
+        ok = af_sched_build_se(g, c, o, s, why, sizeof why);
+        if (!ok) reject(c, why);
     } else if (c->family == AF_FUSION_LAYERNORM) {
         ok = af_sched_build_layernorm(g, c, o, s, why, sizeof why);
         if (!ok) reject(c, why);

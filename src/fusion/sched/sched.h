@@ -39,6 +39,10 @@ bool af_sched_activation_step(const af_graph *g, const af_node *n, af_epi_step *
 bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                            char *why, size_t why_size);
 
+/* Builds the fused squeeze-excite step of a squeeze_excite group (see se_step.c). */
+bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                       char *why, size_t why_size);
+
 /* Builds the fused LayerNorm step of a layernorm group (see layernorm_step.c). */
 bool af_sched_build_layernorm(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                               char *why, size_t why_size);

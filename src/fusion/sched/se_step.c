@@ -1,0 +1,96 @@
+/*
+ * The fused step of a squeeze_excite group: GlobalAveragePool(x) -> 1x1 Conv (+bias) -> activation
+ * -> 1x1 Conv (+bias) -> gate (HardSigmoid or Sigmoid) -> Mul with x, as torchvision's MobileNetV3
+ * exports it. The chain is checked node by node here, whatever rule made the group.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "fusion/sched/sched.h"
+#include "ir/op.h"
+#include "kernels/fast/squeeze_excite.h"
+
+static const af_node *producer_in(const af_graph *g, const af_fusion_candidate *c, int v) {
+    if (v < 0) return NULL;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (g->nodes[c->nodes[i]].outputs[0] == v) return &g->nodes[c->nodes[i]];
+    return NULL;
+}
+
+static const float *const_data(const af_graph *g, int v, int64_t numel) {
+    if (v < 0 || g->values[v].kind != AF_VALUE_CONST) return NULL;
+    const af_tensor *t = &g->values[v].t;
+    return t->dtype == AF_DTYPE_FLOAT && t->data && af_tensor_numel(t) == numel ? t->data : NULL;
+}
+
+/* A plain 1x1 convolution from `in_ch` to `out_ch` channels with constant weights. */
+static bool pointwise(const af_graph *g, const af_node *n, int64_t in_ch, int64_t out_ch, const float **w,
+                      const float **b) {
+    if (!n || n->op != AF_OP_CONV || n->n_inputs < 2 || af_node_attr_int(n, "group", 1) != 1) return false;
+    const af_tensor *wt = &g->values[n->inputs[1]].t;
+    if (wt->rank != 4 || wt->dims[0] != out_ch || wt->dims[1] != in_ch || wt->dims[2] != 1 || wt->dims[3] != 1)
+        return false;
+    const int64_t *v;
+    int k = af_node_attr_ints(n, "pads", &v);
+    for (int i = 0; i < k; i++)
+        if (v[i] != 0) return false;
+    k = af_node_attr_ints(n, "strides", &v);
+    for (int i = 0; i < k; i++)
+        if (v[i] != 1) return false;
+    *w = const_data(g, n->inputs[1], out_ch * in_ch);
+    *b = n->n_inputs > 2 && n->inputs[2] >= 0 ? const_data(g, n->inputs[2], out_ch) : NULL;
+    return *w && (n->n_inputs < 3 || n->inputs[2] < 0 || *b);
+}
+
+bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                       char *why, size_t why_size) {
+    const af_node *mul = producer_in(g, c, c->output);
+    const af_node *gate = NULL, *conv2 = NULL, *act = NULL, *conv1 = NULL, *gap = NULL;
+    int x = -1;
+    if (mul && mul->op == AF_OP_MUL && mul->n_inputs == 2) {
+        for (int k = 0; k < 2 && !gate; k++) {
+            const af_node *n = producer_in(g, c, mul->inputs[k]);
+            if (n && n->op != AF_OP_GLOBAL_AVERAGE_POOL) gate = n, x = mul->inputs[1 - k];
+        }
+    }
+    af_se_desc d = {0};
+    bool ok = gate && af_sched_activation_step(g, gate, &d.gate);
+    if (ok) conv2 = producer_in(g, c, gate->inputs[0]);
+    if (ok && conv2 && conv2->op != AF_OP_CONV) ok = false;
+    if (ok) {
+        const af_node *n = producer_in(g, c, conv2->inputs[0]);
+        if (n && n->op != AF_OP_CONV) {
+            act = n;
+            ok = af_sched_activation_step(g, act, &d.act);
+            d.has_act = true;
+            n = ok ? producer_in(g, c, act->inputs[0]) : NULL;
+        }
+        conv1 = n;
+    }
+    if (ok && conv1) gap = producer_in(g, c, conv1->inputs[0]);
+    const af_tensor *xt = x >= 0 ? &g->values[x].t : NULL;
+    ok = ok && gap && gap->op == AF_OP_GLOBAL_AVERAGE_POOL && gap->inputs[0] == x && xt->rank == 4 &&
+         xt->dims[1] > 0 && xt->dtype == AF_DTYPE_FLOAT;
+    if (ok) {
+        d.channels = xt->dims[1];
+        const af_tensor *w1 = &g->values[conv1->inputs[1]].t;
+        d.reduced = w1->rank == 4 ? w1->dims[0] : 0;
+        ok = d.reduced > 0 && pointwise(g, conv1, d.channels, d.reduced, &d.w1, &d.b1) &&
+             pointwise(g, conv2, d.reduced, d.channels, &d.w2, &d.b2);
+    }
+    if (!ok || c->n_nodes != 5 + (act != NULL)) {
+        snprintf(why, why_size, "the group is not GlobalAveragePool, 1x1 Conv, activation, 1x1 Conv, gate, Mul");
+        return false;
+    }
+    af_error err = {0};
+    if (af_se_kernel_make(&d, o->isa, &s->kernel, &err) != AF_OK) {
+        snprintf(why, why_size, "%s", err.message);
+        return false;
+    }
+    if (!(s->kernel_node = af_sched_kernel_node(mul, "SqueezeExcite", &x, 1, c->output))) {
+        af_kernel_release(&s->kernel);
+        snprintf(why, why_size, "out of memory");
+        return false;
+    }
+    return true;
+}
