@@ -20,6 +20,7 @@
 #include "util/alloc.h"
 
 #define N_SAMPLES 97
+#define N_FAR 8 /* of them, far outside [-8, 8] */
 
 typedef struct compile {
     const af_graph *g;
@@ -253,7 +254,11 @@ static int recognize_run(compile *c, const af_node *const *nodes, int avail, int
         len++;
     }
     float x[N_SAMPLES], y[N_SAMPLES];
-    for (int i = 0; i < N_SAMPLES; i++) x[i] = -8.0f + 16.0f * (float)i / (N_SAMPLES - 1);
+    /* Dense samples where activations bend, plus far ones: a Clip bound or other kink beyond
+     * [-8, 8] must not pass for an activation that has none there. */
+    static const float far[N_FAR] = {-1e4f, -1e3f, -64.0f, -16.0f, 16.0f, 64.0f, 1e3f, 1e4f};
+    for (int i = 0; i < N_SAMPLES - N_FAR; i++) x[i] = -8.0f + 16.0f * (float)i / (N_SAMPLES - N_FAR - 1);
+    for (int i = 0; i < N_FAR; i++) x[N_SAMPLES - N_FAR + i] = far[i];
     for (; len >= 2; len--) {
         /* Only the run's last output may be read after it: the rest must stay inside. */
         bool closed = true;

@@ -1,0 +1,50 @@
+/*
+ * Builds small ONNX models in memory for tests: graph inputs, float initializers, nodes with one
+ * output and float/int/ints attributes, packed into ModelProto bytes with the generated protobuf-c
+ * types, so a test can load them through the real loader (af_model_load_buffer).
+ *
+ *   ob_model *b = ob_new(13);
+ *   const char *x = ob_input(b, 2, (int64_t[]){4, 8});
+ *   const char *y = ob_node1(b, "Relu", x);
+ *   ob_output(b, y);
+ *   uint8_t *buf; size_t size;
+ *   ob_pack(b, &buf, &size);   // buf is malloc'd: free(buf)
+ *   ob_free(b);
+ *
+ * Names are generated ("in0", "c3", "t5") and owned by the builder; nodes are named "n<index>".
+ */
+#ifndef AF_TESTS_UNIT_ONNX_BUILD_H
+#define AF_TESTS_UNIT_ONNX_BUILD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OB_MAX_NODES 64
+#define OB_MAX_INITS 64
+#define OB_MAX_IO 8
+
+typedef struct ob_model ob_model;
+
+ob_model *ob_new(int opset);
+void ob_free(ob_model *m);
+/* A float32 graph input of the given shape. */
+const char *ob_input(ob_model *m, int rank, const int64_t *dims);
+/* A float32 initializer (rank 0: a scalar) holding data (numel values). */
+const char *ob_const(ob_model *m, int rank, const int64_t *dims, const float *data);
+const char *ob_scalar(ob_model *m, float v);
+/* A node with one output; an input name "" is an omitted optional input. Attributes added next go
+ * to this node. */
+const char *ob_node(ob_model *m, const char *op, int n_in, const char *const *ins);
+const char *ob_node1(ob_model *m, const char *op, const char *x);
+const char *ob_node2(ob_model *m, const char *op, const char *x, const char *y);
+void ob_attr_f(ob_model *m, const char *name, float v);
+void ob_attr_i(ob_model *m, const char *name, int64_t v);
+void ob_attr_ints(ob_model *m, const char *name, int n, const int64_t *v);
+/* Declares `name` a float32 graph output (shape left to the loader's inference). */
+void ob_output(ob_model *m, const char *name);
+/* Serializes the model; 0 on success. *buf is malloc'd. */
+int ob_pack(const ob_model *m, uint8_t **buf, size_t *size);
+/* Index of the last node added (its name is "n<index>"). */
+int ob_last_node(const ob_model *m);
+
+#endif
