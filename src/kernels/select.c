@@ -9,6 +9,19 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
     switch (req->node->op) {
     case AF_OP_CONV:
         return af_fast_conv_prepare(req, k, err);
+    case AF_OP_CONV_TRANSPOSE:
+        return af_fast_conv_transpose_prepare(req, k, err);
+    case AF_OP_REDUCE_MEAN:
+    case AF_OP_REDUCE_SUM:
+    case AF_OP_REDUCE_MAX:
+    case AF_OP_REDUCE_MIN:
+    case AF_OP_REDUCE_PROD:
+    case AF_OP_REDUCE_L1:
+    case AF_OP_REDUCE_L2:
+    case AF_OP_REDUCE_LOG_SUM:
+    case AF_OP_REDUCE_LOG_SUM_EXP:
+    case AF_OP_REDUCE_SUM_SQUARE:
+        return af_fast_reduce_prepare(req, k, err);
     case AF_OP_MAT_MUL:
     case AF_OP_GEMM:
         return af_fast_matmul_prepare(req, k, err);

@@ -8,6 +8,60 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
+/* True when node n's kernels (fast, src/kernels/fast/elementwise.c, and reference,
+ * src/kernels/ref/unary.c and binary.c) compute output element i from input element i alone,
+ * reading it before writing y[i] and never reading it again, so y may overwrite that input. Only
+ * one-to-one ops with at most two inputs: the variadic forms (Max/Min/Sum of three or more) reuse
+ * their output as an accumulator and are excluded, as is everything with another access pattern. */
+static bool elementwise_in_place(const af_node *n) {
+    switch (n->op) {
+    case AF_OP_RELU:
+    case AF_OP_LEAKY_RELU:
+    case AF_OP_SIGMOID:
+    case AF_OP_HARD_SIGMOID:
+    case AF_OP_HARD_SWISH:
+    case AF_OP_SOFTPLUS:
+    case AF_OP_SOFTSIGN:
+    case AF_OP_TANH:
+    case AF_OP_ERF:
+    case AF_OP_EXP:
+    case AF_OP_LOG:
+    case AF_OP_SQRT:
+    case AF_OP_RECIPROCAL:
+    case AF_OP_NEG:
+    case AF_OP_ABS:
+    case AF_OP_CLIP: return n->n_outputs == 1;
+    case AF_OP_ADD:
+    case AF_OP_SUB:
+    case AF_OP_MUL:
+    case AF_OP_DIV: return n->n_outputs == 1 && n->n_inputs == 2;
+    default: return false;
+    }
+}
+
+/* A float32 intermediate with a fully known shape: what the arena can hold. */
+static bool arena_candidate(const af_graph *g, int v) {
+    const af_value *val = &g->values[v];
+    return val->kind == AF_VALUE_NODE && !val->is_output && val->t.dtype == AF_DTYPE_FLOAT &&
+           af_tensor_shape_known(&val->t);
+}
+
+/* For step i covering node n alone: the input whose slot n's output may reuse, or -1. */
+static int in_place_source(const af_graph *g, const af_lifetimes *lt, const af_node *n, int i) {
+    if (!elementwise_in_place(n) || n->outputs[0] < 0) return -1;
+    const int out = n->outputs[0];
+    if (!arena_candidate(g, out)) return -1;
+    const int n_cand = n->op == AF_OP_CLIP ? 1 : n->n_inputs; /* Clip's bounds are scalars */
+    for (int k = 0; k < n_cand && k < 2; k++) {
+        const int v = n->inputs[k];
+        if (v < 0 || v == out || !arena_candidate(g, v) || lt->first[v] < 0 || lt->first[v] >= i ||
+            lt->last[v] != i)
+            continue;
+        if (af_tensor_same_shape(&g->values[v].t, &g->values[out].t)) return v;
+    }
+    return -1;
+}
+
 af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_lifetimes *lt, af_error *err) {
     memset(lt, 0, sizeof *lt);
     int n_steps = plan ? plan->n_steps : g->n_nodes;
@@ -15,13 +69,14 @@ af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_l
     lt->n_steps = n_steps;
     lt->first = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *lt->first);
     lt->last = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *lt->last);
+    lt->alias = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *lt->alias);
     int *buf = af_malloc(4096 * sizeof *buf);
-    if (!lt->first || !lt->last || !buf) {
+    if (!lt->first || !lt->last || !lt->alias || !buf) {
         af_free(buf);
         af_lifetimes_free(lt);
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory planning activations");
     }
-    for (int v = 0; v < g->n_values; v++) lt->first[v] = lt->last[v] = -1;
+    for (int v = 0; v < g->n_values; v++) lt->first[v] = lt->last[v] = lt->alias[v] = -1;
     for (int i = 0; i < n_steps; i++) {
         af_step one = {.anchor = i, .n_nodes = 1, .nodes = &i, .output = -1};
         const af_step *s = plan ? &plan->steps[i] : &one;
@@ -31,6 +86,14 @@ af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_l
         for (int k = 0; k < n; k++) lt->last[buf[k]] = i;
     }
     for (int i = 0; i < g->n_outputs; i++) lt->last[g->outputs[i]] = n_steps;
+    /* In-place candidates: unfused one-node steps (plan NULL: every node runs alone). */
+    for (int i = 0; i < n_steps; i++) {
+        const af_step *s = plan ? &plan->steps[i] : NULL;
+        if (s && (s->output >= 0 || s->n_nodes != 1 || s->kernel_node)) continue;
+        const af_node *n = &g->nodes[s ? s->anchor : i];
+        int src = in_place_source(g, lt, n, i);
+        if (src >= 0) lt->alias[n->outputs[0]] = src;
+    }
     af_free(buf);
     return AF_OK;
 }
@@ -38,6 +101,7 @@ af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_l
 void af_lifetimes_free(af_lifetimes *lt) {
     af_free(lt->first);
     af_free(lt->last);
+    af_free(lt->alias);
     memset(lt, 0, sizeof *lt);
 }
 
@@ -53,22 +117,35 @@ static int by_size_desc(const void *a, const void *b) {
     return x->first - y->first;
 }
 
+/* The slot value v shares (its in-place chain's first value). */
+static int slot_of(const int *slot, int v) {
+    while (slot[v] != v) v = slot[v];
+    return v;
+}
+
 af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_memory_plan *plan, af_error *err) {
     memset(plan, 0, sizeof *plan);
     plan->n_values = g->n_values;
-    plan->offset = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *plan->offset);
-    plan->size = af_calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *plan->size);
-    interval *iv = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *iv);
+    const size_t nv = (size_t)(g->n_values ? g->n_values : 1);
+    plan->offset = af_malloc(nv * sizeof *plan->offset);
+    plan->size = af_calloc(nv, sizeof *plan->size);
+    interval *iv = af_malloc(nv * sizeof *iv);
+    int *slot = af_malloc(nv * sizeof *slot);
+    int *slot_last = af_malloc(nv * sizeof *slot_last);
     int64_t *step_live = af_calloc((size_t)lt->n_steps + 1, sizeof *step_live);
-    if (!plan->offset || !plan->size || !iv || !step_live) {
+    int64_t *step_unshared = af_calloc((size_t)lt->n_steps + 1, sizeof *step_unshared);
+    if (!plan->offset || !plan->size || !iv || !slot || !slot_last || !step_live || !step_unshared) {
         af_free(iv);
+        af_free(slot);
+        af_free(slot_last);
         af_free(step_live);
+        af_free(step_unshared);
         af_memory_plan_free(plan);
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory planning activations");
     }
-    int n = 0;
     for (int v = 0; v < g->n_values; v++) {
         plan->offset[v] = -1;
+        slot[v] = v;
         const af_value *val = &g->values[v];
         if (val->kind != AF_VALUE_NODE || val->is_output || lt->first[v] < 0) continue;
         int64_t numel = af_tensor_numel(&val->t);
@@ -77,15 +154,36 @@ af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_mem
         size_t bytes;
         if (!af_mul_size((size_t)numel, es, &bytes) || bytes > SIZE_MAX - 64) continue;
         bytes = (bytes + 63) & ~(size_t)63;
-        int first = lt->first[v], last = lt->last[v] < first ? first : lt->last[v];
-        iv[n++] = (interval){v, first, last, bytes};
         plan->size[v] = bytes;
-        for (int s = first; s <= last; s++) step_live[s] += (int64_t)bytes;
+        int first = lt->first[v], last = lt->last[v] < first ? first : lt->last[v];
+        slot_last[v] = last;
+        for (int st = first; st <= last; st++) step_unshared[st] += (int64_t)bytes;
     }
-    for (int s = 0; s <= lt->n_steps; s++)
-        if ((size_t)step_live[s] > plan->live_bound) plan->live_bound = (size_t)step_live[s];
-    /* Greedy by decreasing size: each interval takes the lowest offset that clears every placed
-     * interval overlapping it in time. */
+    /* In place: a value joins its source's slot when both are planned with the same size. */
+    for (int v = 0; lt->alias && v < g->n_values; v++) {
+        int src = lt->alias[v];
+        if (src < 0 || !plan->size[v] || plan->size[src] != plan->size[v]) continue;
+        slot[v] = src;
+        plan->n_inplace++;
+        plan->inplace_bytes += plan->size[v];
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        if (!plan->size[v] || slot[v] == v) continue;
+        int r = slot_of(slot, v);
+        if (slot_last[v] > slot_last[r]) slot_last[r] = slot_last[v];
+    }
+    int n = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        if (!plan->size[v] || slot[v] != v) continue;
+        iv[n++] = (interval){v, lt->first[v], slot_last[v], plan->size[v]};
+        for (int st = lt->first[v]; st <= slot_last[v]; st++) step_live[st] += (int64_t)plan->size[v];
+    }
+    for (int st = 0; st <= lt->n_steps; st++) {
+        if ((size_t)step_live[st] > plan->live_bound) plan->live_bound = (size_t)step_live[st];
+        if ((size_t)step_unshared[st] > plan->live_bound_unshared) plan->live_bound_unshared = (size_t)step_unshared[st];
+    }
+    /* Greedy by decreasing size: each slot takes the lowest offset that clears every placed slot
+     * overlapping it in time. */
     qsort(iv, (size_t)n, sizeof *iv, by_size_desc);
     for (int i = 0; i < n; i++) {
         size_t off = 0;
@@ -103,8 +201,13 @@ af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_mem
         plan->offset[iv[i].value] = (int64_t)off;
         if (off + iv[i].size > plan->arena_bytes) plan->arena_bytes = off + iv[i].size;
     }
+    for (int v = 0; v < g->n_values; v++)
+        if (plan->size[v] && slot[v] != v) plan->offset[v] = plan->offset[slot_of(slot, v)];
     af_free(iv);
+    af_free(slot);
+    af_free(slot_last);
     af_free(step_live);
+    af_free(step_unshared);
     return AF_OK;
 }
 

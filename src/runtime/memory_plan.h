@@ -4,6 +4,12 @@
  * time never overlap. Graph inputs, outputs and constants are not in the arena, nor are the
  * intermediates a fused step keeps to itself (they never exist).
  *
+ * In place: the output of an unfused elementwise step (a one-to-one float32 op whose kernels, fast
+ * and reference, read element i before writing element i and nothing else after) may take the
+ * arena slot of an input of the same shape whose last reader is that step, when neither is a
+ * graph input, output or constant. Such values form one slot that lives from the first's
+ * producer to the last's last reader.
+ *
  *   af_lifetimes lt;
  *   af_lifetimes_compute(g, plan, &lt, err);         // or plan NULL: one step per node
  *   af_memory_plan mp;
@@ -23,6 +29,7 @@ typedef struct af_lifetimes {
     int *first; /* per value: the step that writes it; -1 for values no step writes (inputs,
                    constants, a fused step's intermediates) */
     int *last;  /* per value: the last step reading it (n_steps for graph outputs, -1 if unread) */
+    int *alias; /* per value: the input whose arena slot it may reuse (written in place), or -1 */
 } af_lifetimes;
 
 af_status af_lifetimes_compute(const af_graph *g, const struct af_exec_plan *plan, af_lifetimes *lt, af_error *err);
@@ -33,7 +40,11 @@ typedef struct af_memory_plan {
     int64_t *offset;     /* per value: byte offset in the arena, or -1 */
     size_t *size;        /* per value: planned bytes (64-byte rounded), 0 if not planned */
     size_t arena_bytes;  /* the arena's size: the plan's peak */
-    size_t live_bound;   /* max over steps of the bytes live at once: no plan can do better */
+    size_t live_bound;   /* max over steps of the bytes of the slots live at once (a value written
+                            in place shares its input's slot): no placement can do better */
+    size_t live_bound_unshared; /* the same counting every value apart (no in-place reuse) */
+    int n_inplace;       /* values written in place over an input's slot */
+    size_t inplace_bytes; /* their bytes */
 } af_memory_plan;
 
 af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_memory_plan *plan, af_error *err);
