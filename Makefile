@@ -78,7 +78,58 @@ demo: $(CLI)
 	$(CLI) fuse $(DEMO_MODEL)
 	$(CLI) run $(DEMO_MODEL)
 
+# ---- Fuzzing and thread sanitizer (docs/security.md) ------------------------------------------
+# The library is rebuilt with clang into its own folder by re-running make with BUILD, CC and OPT
+# overridden, so the rules above serve every variant.
+FUZZ_BUILD := build-fuzz
+FUZZ_OPT := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+            -fno-omit-frame-pointer -Wno-unknown-warning-option
+FUZZERS := $(FUZZ_BUILD)/fuzz_load $(FUZZ_BUILD)/fuzz_pipeline
+FUZZ_TIME ?= 60
+FUZZ_SEEDS := $(FUZZ_BUILD)/seeds
+
+.PHONY: fuzz fuzz-lib fuzz-smoke check-tsan
+fuzz-lib:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT='$(FUZZ_OPT)' $(FUZZ_BUILD)/libautofusion.a
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h fuzz-lib
+	clang -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(FUZZ_OPT) -fsanitize=fuzzer -Iinclude \
+	    $< $(FUZZ_BUILD)/libautofusion.a $(LDLIBS) -o $@
+
+fuzz: $(FUZZERS)
+
+# Seeds: the robustness corpus (less the pathological-graph cases, seconds each under coverage
+# instrumentation and covered by the unit tests) and the model fixtures (under unique names). New inputs the
+# fuzzers find go to $(FUZZ_BUILD)/corpus_*; crashes to $(FUZZ_BUILD)/crash-*.
+$(FUZZ_SEEDS): $(wildcard tests/robustness/*.onnx) $(wildcard tests/models/*/model.onnx)
+	rm -rf $@ && mkdir -p $@
+	cp tests/robustness/*.onnx $@/
+	rm -f $@/fan_out_*.onnx $@/chain_*.onnx $@/dense_dag_*.onnx # seconds each when instrumented; unit-tested
+	for m in tests/models/*/model.onnx; do cp $$m $@/fixture_$$(basename $$(dirname $$m)).onnx; done
+
+# Bounded run for CI: FUZZ_TIME seconds per harness (default 60).
+fuzz-smoke: fuzz $(FUZZ_SEEDS)
+	@for f in load pipeline; do \
+	    mkdir -p $(FUZZ_BUILD)/corpus_$$f; \
+	    echo "== fuzz_$$f for $(FUZZ_TIME)s"; \
+	    AF_FUZZ_BASE_DIR=tests/robustness ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+	    $(FUZZ_BUILD)/fuzz_$$f -max_total_time=$(FUZZ_TIME) -timeout=20 -rss_limit_mb=2048 -max_len=4194304 \
+	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/ \
+	        $(FUZZ_BUILD)/corpus_$$f $(FUZZ_SEEDS) >$(FUZZ_BUILD)/fuzz_$$f.log 2>&1; rc=$$?; \
+	    grep -E '^#[0-9]+ +(INITED|DONE)|^stat::number_of_executed_units|^stat::peak_rss' $(FUZZ_BUILD)/fuzz_$$f.log; \
+	    if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_BUILD)/fuzz_$$f.log; exit 1; fi; \
+	done
+
+# The concurrency tests (thread pool, sessions in parallel, one session from several threads)
+# under ThreadSanitizer.
+TSAN_BUILD := build-tsan
+check-tsan:
+	$(MAKE) BUILD=$(TSAN_BUILD) CC=clang OPT='-O1 -g -fsanitize=thread -Wno-unknown-warning-option' \
+	    $(TSAN_BUILD)/test_unit
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/test_unit threads
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/test_unit gemm_threads
+
 clean:
-	rm -rf build build-san
+	rm -rf build build-san $(FUZZ_BUILD) $(TSAN_BUILD)
 
 -include $(DEPS)

@@ -96,9 +96,36 @@ size_t af_dtype_size(af_dtype dtype); /* 0 for types the runtime does not hold *
 
 /* ---- Models ---------------------------------------------------------------------------------- */
 
+/* Resource limits for untrusted models (docs/security.md). A field left 0 takes its default; a limit
+ * that is exceeded fails with AF_ERR_LIMIT and a message naming the limit, before anything of that
+ * size is allocated. Load-time limits come from af_load_options.limits; a session uses the model's
+ * limits except for the fields its af_session_options.limits sets. */
+typedef struct af_limits {
+    uint64_t max_file_bytes;        /* size of the model file or buffer (default 2 GiB) */
+    int64_t max_nodes;              /* nodes in the model, subgraphs included (default 1000000) */
+    int max_rank;                   /* rank of any tensor, 1 to AF_MAX_RANK (default AF_MAX_RANK) */
+    int max_graph_depth;            /* nesting of If/Loop subgraphs (default 16) */
+    uint64_t max_tensor_bytes;      /* one tensor: a stored one, a statically shaped value, or one
+                                       made while running (Expand, Tile, ConstantOfShape, Resize,
+                                       Reshape, ...) (default 4 GiB) */
+    uint64_t max_initializer_bytes; /* all stored tensors together: initializers, Constant nodes,
+                                       tensor attributes, external data included (default 8 GiB) */
+    uint64_t max_fold_bytes;        /* a constant-folding result larger than this stays unfolded
+                                       (default 64 MiB) */
+    uint64_t max_activation_bytes;  /* activation arena plus kernel scratch of a session's plan
+                                       (default 16 GiB) */
+    int64_t max_attr_elems;         /* elements of one ints/floats/strings attribute (default 1000000) */
+    uint64_t max_string_bytes;      /* one name or string attribute (default 65536) */
+    int64_t max_loop_iterations;    /* iterations of one Loop node per run (default 100000000) */
+} af_limits;
+
+/* Every field set to its default. */
+af_limits af_limits_default(void);
+
 typedef struct af_load_options {
     int fold_constants;     /* fold constant subgraphs at load (default 1) */
-    uint64_t max_file_bytes; /* 0 = default limit */
+    uint64_t max_file_bytes; /* 0 = limits.max_file_bytes; kept for compatibility */
+    af_limits limits;       /* zero fields take their defaults */
 } af_load_options;
 
 af_load_options af_load_options_default(void);
@@ -141,12 +168,16 @@ typedef struct af_session_options {
     int reference_kernels; /* 1 = run only the plain reference kernels (the correctness oracle) */
     const char *isa;       /* NULL or "": the best the CPU has (the AF_ISA environment variable may
                               lower it); "avx512", "avx2" or "scalar" to force a lower level */
+    af_limits limits;      /* zero fields: the limits the model was loaded with; the session uses
+                              max_tensor_bytes, max_activation_bytes, max_loop_iterations, max_rank */
 } af_session_options;
 
 af_session_options af_session_options_default(void);
 
-/* Creates a session over `model`; the model must outlive the session. A session runs one
- * inference at a time: calls to af_session_run on one session must not overlap. */
+/* Creates a session over `model`; the model must outlive the session. Several sessions may share
+ * one model and run at the same time from different threads. A session runs one inference at a
+ * time: a call to af_session_run while another is running on the same session fails with
+ * AF_ERR_INVALID_ARGUMENT ("already running") instead of corrupting it. */
 af_status af_session_create(const af_model *model, const af_session_options *opts, af_session **out,
                             af_error *err);
 /* As af_session_create, but the session takes ownership of the model (af_session_free frees it)

@@ -19,6 +19,7 @@ struct af_model {
     char *producer_version;
     int n_opsets;
     af_opset_id *opsets;
+    af_limits limits; /* the limits it was loaded with; sessions start from these */
 };
 
 #endif

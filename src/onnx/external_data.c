@@ -43,6 +43,8 @@ af_status af_external_data_read(const char *base_dir, const char *location, int6
         return af_errorf(err, AF_ERR_IO, "cannot resolve model folder '%s': %s", base_dir, strerror(errno));
     if (!realpath(path, real_path))
         return af_errorf(err, AF_ERR_IO, "external data '%s': %s", location, strerror(errno));
+    if (strcmp(real_path, real_base) == 0) /* "." or "sub/..": the folder itself */
+        return af_errorf(err, AF_ERR_INVALID_MODEL, "external data '%s' is not a regular file", location);
     size_t nb = strlen(real_base);
     if (strncmp(real_path, real_base, nb) != 0 || (real_path[nb] != '/' && strcmp(real_base, "/") != 0))
         return af_errorf(err, AF_ERR_INVALID_MODEL, "external data '%s' resolves outside the model's folder",

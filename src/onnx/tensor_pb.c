@@ -63,7 +63,8 @@ static void from_typed(const Onnx__TensorProto *p, af_tensor *t, size_t n) {
 }
 
 /* With steal, p's raw bytes move into the tensor instead of being copied (p loses them). */
-static af_status from_proto(Onnx__TensorProto *p, bool steal, const char *base_dir, af_tensor *out, af_error *err) {
+static af_status from_proto(Onnx__TensorProto *p, bool steal, const char *base_dir, af_tensor_budget *b,
+                            af_tensor *out, af_error *err) {
     memset(out, 0, sizeof *out);
     af_dtype dt = (af_dtype)p->data_type;
     if (!p->has_data_type || dt == AF_DTYPE_UNDEFINED)
@@ -74,9 +75,10 @@ static af_status from_proto(Onnx__TensorProto *p, bool steal, const char *base_d
     if (af_dtype_size(dt) == 0)
         return af_errorf(err, AF_ERR_UNSUPPORTED, "tensor '%s' has unsupported data type %s (%d)", tname(p),
                          af_dtype_name(dt), (int)p->data_type);
-    if (p->n_dims > AF_MAX_RANK)
-        return af_errorf(err, AF_ERR_LIMIT, "tensor '%s' has rank %zu; at most %d is supported", tname(p),
-                         p->n_dims, AF_MAX_RANK);
+    int max_rank = b ? b->max_rank : AF_MAX_RANK;
+    if (p->n_dims > (size_t)max_rank)
+        return af_errorf(err, AF_ERR_LIMIT, "tensor '%s' has rank %zu; at most %d is supported (max_rank)",
+                         tname(p), p->n_dims, max_rank);
     if (p->segment) return af_errorf(err, AF_ERR_UNSUPPORTED, "tensor '%s' is segmented", tname(p));
     out->dtype = dt;
     out->rank = (int)p->n_dims;
@@ -90,6 +92,14 @@ static af_status from_proto(Onnx__TensorProto *p, bool steal, const char *base_d
     size_t bytes;
     if (numel < 0 || !af_mul_size((size_t)numel, af_dtype_size(dt), &bytes))
         return af_errorf(err, AF_ERR_LIMIT, "tensor '%s': dims overflow", tname(p));
+    if (b && bytes > b->max_tensor_bytes)
+        return af_errorf(err, AF_ERR_LIMIT, "tensor '%s' is %zu bytes; the limit is %llu (max_tensor_bytes)",
+                         tname(p), bytes, (unsigned long long)b->max_tensor_bytes);
+    if (b && bytes > b->bytes_left)
+        return af_errorf(err, AF_ERR_LIMIT,
+                         "tensor '%s' (%zu bytes) takes stored tensors past %llu bytes in all (max_initializer_bytes)",
+                         tname(p), bytes, (unsigned long long)b->max_total_bytes);
+    if (b) b->bytes_left -= bytes;
 
     /* Every source is checked against the shape before allocating: the dims are untrusted and may
      * claim terabytes that the file does not hold. */
@@ -146,12 +156,14 @@ static af_status from_proto(Onnx__TensorProto *p, bool steal, const char *base_d
     return st;
 }
 
-af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir, af_tensor *out, af_error *err) {
-    return from_proto((Onnx__TensorProto *)p, false, base_dir, out, err);
+af_status af_tensor_from_proto(const Onnx__TensorProto *p, const char *base_dir, af_tensor_budget *budget,
+                               af_tensor *out, af_error *err) {
+    return from_proto((Onnx__TensorProto *)p, false, base_dir, budget, out, err);
 }
 
-af_status af_tensor_take_proto(Onnx__TensorProto *p, const char *base_dir, af_tensor *out, af_error *err) {
-    return from_proto(p, true, base_dir, out, err);
+af_status af_tensor_take_proto(Onnx__TensorProto *p, const char *base_dir, af_tensor_budget *budget,
+                               af_tensor *out, af_error *err) {
+    return from_proto(p, true, base_dir, budget, out, err);
 }
 
 void af_tensor_to_proto(const af_tensor *t, const char *name, int64_t *dims_buf, Onnx__TensorProto *p) {
@@ -209,7 +221,7 @@ af_status af_tensor_read_pb(const char *path, af_tensor *out, char **name_out, a
     Onnx__TensorProto *p = onnx__tensor_proto__unpack(&af_protobuf_allocator, size, buf);
     af_free(buf);
     if (!p) return af_errorf(err, AF_ERR_PARSE, "'%s' is not a valid TensorProto", path);
-    st = af_tensor_from_proto(p, NULL, out, err);
+    st = af_tensor_from_proto(p, NULL, NULL, out, err);
     if (st == AF_OK && name_out && p->name && *p->name) {
         *name_out = af_strdup(p->name);
         if (!*name_out) {

@@ -5,6 +5,7 @@
 #include "ir/op_ctx.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/limits.h"
 
 #define AF_MAX_NODE_IO 4096
 
@@ -19,6 +20,7 @@ af_status af_exec_init(af_exec *e, const af_graph *g, af_exec *parent, af_error 
     memset(e, 0, sizeof *e);
     e->g = g;
     e->parent = parent;
+    if (parent) e->limits = parent->limits;
     size_t nv = (size_t)(g->n_values ? g->n_values : 1);
     e->env = af_calloc(nv, sizeof *e->env);
     e->owned = af_calloc(nv, sizeof *e->owned);
@@ -45,6 +47,13 @@ void af_exec_release(af_exec *e) {
 
 static af_status run_subgraph(af_exec *parent, const af_graph *g, int n_in, const af_tensor *const *in, int n_out,
                               af_tensor *outs, af_error *err) {
+    const af_node *caller = parent->running;
+    if (caller && caller->op == AF_OP_LOOP) {
+        int64_t max_iter = parent->limits ? parent->limits->max_loop_iterations : af_limits_default().max_loop_iterations;
+        if (++parent->loop_iterations > max_iter)
+            return af_errorf(err, AF_ERR_LIMIT, "node '%s' (Loop): more than %lld iterations (max_loop_iterations)",
+                             caller->name, (long long)max_iter);
+    }
     if (n_in > g->n_inputs || n_out > g->n_outputs)
         return af_errorf(err, AF_ERR_RUNTIME, "subgraph '%s' takes %d inputs and %d outputs, called with %d and %d",
                          g->name ? g->name : "", g->n_inputs, g->n_outputs, n_in, n_out);
@@ -68,7 +77,14 @@ static af_status place_output(af_exec *e, int v, af_error *err) {
     int64_t numel = af_tensor_numel(t);
     size_t es = af_dtype_size(t->dtype);
     if (numel < 0) return AF_ERR_RUNTIME;
-    size_t bytes = (size_t)numel * es;
+    size_t bytes;
+    uint64_t max_bytes = e->limits ? e->limits->max_tensor_bytes : af_limits_default().max_tensor_bytes;
+    if ((uint64_t)numel > SIZE_MAX || !af_mul_size((size_t)numel, es, &bytes) || bytes > max_bytes) {
+        char shape[128];
+        return af_errorf(err, AF_ERR_LIMIT, "output '%s' is %s, over the limit of %llu bytes (max_tensor_bytes)",
+                         e->g->values[v].name, af_tensor_shape_str(t, shape, sizeof shape),
+                         (unsigned long long)max_bytes);
+    }
     const af_memory_plan *mp = e->memory;
     if (mp && e->arena && mp->offset[v] >= 0 && ((bytes + 63) & ~(size_t)63) == mp->size[v]) {
         t->data = e->arena + mp->offset[v];
@@ -123,7 +139,11 @@ static af_status run_single(af_exec *e, const af_node *n, const af_kernel *k, af
     bool self_alloc = n->op == AF_OP_IF || n->op == AF_OP_LOOP;
     for (int j = 0; j < n->n_outputs && !self_alloc; j++)
         if (outs[j] && (st = place(e, n, n->outputs[j], err)) != AF_OK) return st;
+    const af_node *was_running = e->running;
+    e->running = n;
+    e->loop_iterations = 0;
     st = k && k->run ? k->run(k, &c, NULL, e->pool, e->workspace) : af_op_info(n->op)->run(&c);
+    e->running = was_running;
     if (self_alloc)
         for (int j = 0; j < n->n_outputs; j++)
             if (outs[j] && outs[j]->data) e->owned[n->outputs[j]] = true;

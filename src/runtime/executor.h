@@ -31,6 +31,10 @@ typedef struct af_exec {
     uint8_t *arena;
     af_threadpool *pool;        /* for fast kernels; NULL runs them on the caller */
     void *workspace;            /* scratch shared by the fast kernels, one step at a time */
+    const af_limits *limits;    /* max_tensor_bytes per allocation, max_loop_iterations; NULL: the
+                                   defaults. Subgraph execs inherit their parent's. */
+    const af_node *running;     /* the node whose kernel is running (If/Loop call back into us) */
+    int64_t loop_iterations;    /* bodies the running Loop node has run */
 } af_exec;
 
 af_status af_exec_init(af_exec *e, const af_graph *g, af_exec *parent, af_error *err);

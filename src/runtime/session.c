@@ -1,4 +1,5 @@
 /* Sessions: a model bound to a memory plan, run through the executor. */
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include "runtime/memory_plan.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/limits.h"
 
 struct af_session {
     const af_model *model;
@@ -26,6 +28,8 @@ struct af_session {
     af_threadpool *pool;
     void *workspace;    /* the largest scratch any kernel needs */
     af_fusion_result fusion; /* how the plan was fused */
+    af_limits limits;   /* the model's, with the session options' non-zero fields */
+    atomic_flag running; /* set while af_session_run runs: a second, overlapping call is refused */
 };
 
 af_session_options af_session_options_default(void) {
@@ -61,6 +65,8 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
     s->model = model;
     s->opts = *opts;
+    atomic_flag_clear(&s->running);
+    af_limits_override(&model->limits, &opts->limits, &s->limits);
     s->n_outputs = g->n_outputs;
     s->outputs = af_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *s->outputs);
     af_status st = AF_OK;
@@ -99,15 +105,24 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
     if (st != AF_OK) goto fail;
     if ((st = af_lifetimes_compute(g, &s->plan, &s->lifetimes, err)) != AF_OK) goto fail;
     if ((st = af_memory_plan_build(g, &s->lifetimes, &s->memory, err)) != AF_OK) goto fail;
+    /* Both caps are checked before anything that size is allocated. */
+    size_t need = s->memory.arena_bytes + s->plan.workspace_bytes;
+    if (need < s->memory.arena_bytes || need > s->limits.max_activation_bytes) {
+        st = af_errorf(err, AF_ERR_LIMIT,
+                       "the plan needs %zu bytes of activations and %zu of scratch; the limit is %llu (max_activation_bytes)",
+                       s->memory.arena_bytes, s->plan.workspace_bytes,
+                       (unsigned long long)s->limits.max_activation_bytes);
+        goto fail;
+    }
+    if (max_mem && need > max_mem) {
+        st = af_errorf(err, AF_ERR_LIMIT,
+                       "the plan needs %zu bytes of activations and scratch; resource_constraints.max_mem_usage is %llu",
+                       need, (unsigned long long)max_mem);
+        goto fail;
+    }
     if (s->memory.arena_bytes && !(s->arena = af_malloc_aligned(s->memory.arena_bytes))) {
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: the activation arena needs %zu bytes",
                        s->memory.arena_bytes);
-        goto fail;
-    }
-    if (max_mem && s->memory.arena_bytes + s->plan.workspace_bytes > max_mem) {
-        st = af_errorf(err, AF_ERR_LIMIT,
-                       "the plan needs %zu bytes of activations and scratch; resource_constraints.max_mem_usage is %llu",
-                       s->memory.arena_bytes + s->plan.workspace_bytes, (unsigned long long)max_mem);
         goto fail;
     }
     if (s->plan.workspace_bytes && !(s->workspace = af_malloc_aligned(s->plan.workspace_bytes))) {
@@ -162,12 +177,16 @@ af_status af_session_create_owning(af_model *model, const af_session_options *op
     return AF_OK;
 }
 
-static af_status check_input(const af_value *decl, const af_tensor *t, af_error *err) {
+static af_status check_input(const af_session *s, const af_value *decl, const af_tensor *t, af_error *err) {
     char want[128], got[128];
+    if (t->rank < 0 || t->rank > s->limits.max_rank)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' has invalid rank %d (at most %d)", decl->name,
+                         t->rank, s->limits.max_rank);
     if (!t->data && af_tensor_numel(t) != 0)
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' has no data", decl->name);
-    if (t->rank < 0 || t->rank > AF_MAX_RANK)
-        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' has invalid rank %d", decl->name, t->rank);
+    if (af_dtype_size(t->dtype) == 0)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' has unsupported dtype %s (%d)", decl->name,
+                         af_dtype_name(t->dtype), (int)t->dtype);
     if (af_tensor_numel(t) < 0)
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' has invalid dims %s", decl->name,
                          af_tensor_shape_str(t, got, sizeof got));
@@ -179,21 +198,37 @@ static af_status check_input(const af_value *decl, const af_tensor *t, af_error 
     if (!ok)
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' is %s, the model expects %s", decl->name,
                          af_tensor_shape_str(t, got, sizeof got), af_tensor_shape_str(&decl->t, want, sizeof want));
-    size_t need = (size_t)af_tensor_numel(t) * af_dtype_size(t->dtype);
+    size_t need;
+    if (!af_mul_size((size_t)af_tensor_numel(t), af_dtype_size(t->dtype), &need))
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s': dims overflow", decl->name);
     if (t->nbytes && t->nbytes < need)
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' holds %zu bytes, its shape needs %zu", decl->name,
                          t->nbytes, need);
     return AF_OK;
 }
 
+static af_status run_locked(af_session *s, int n_inputs, const char *const *names, const af_tensor *inputs,
+                            af_error *err);
+
 af_status af_session_run(af_session *s, int n_inputs, const char *const *names, const af_tensor *inputs,
                          af_error *err) {
     if (!s || (n_inputs > 0 && (!names || !inputs)) || n_inputs < 0)
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_run: NULL argument");
+    if (atomic_flag_test_and_set(&s->running))
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT,
+                         "af_session_run: the session is already running on another thread (use one session per thread)");
+    af_status st = run_locked(s, n_inputs, names, inputs, err);
+    atomic_flag_clear(&s->running);
+    return st;
+}
+
+static af_status run_locked(af_session *s, int n_inputs, const char *const *names, const af_tensor *inputs,
+                            af_error *err) {
     const af_graph *g = s->model->graph;
     af_exec e;
     af_status st = af_exec_init(&e, g, NULL, err);
     if (st != AF_OK) return st;
+    e.limits = &s->limits;
     e.plan = &s->plan;
     e.lifetimes = &s->lifetimes;
     e.memory = &s->memory;
@@ -206,7 +241,12 @@ af_status af_session_run(af_session *s, int n_inputs, const char *const *names, 
             st = af_errorf(err, AF_ERR_INVALID_ARGUMENT, "'%s' is not an input of the model", names[i] ? names[i] : "(null)");
             goto done;
         }
-        if ((st = check_input(&g->values[v], &inputs[i], err)) != AF_OK) goto done;
+        if ((st = check_input(s, &g->values[v], &inputs[i], err)) != AF_OK) goto done;
+        for (int j = 0; j < i; j++)
+            if (names[j] && strcmp(names[j], names[i]) == 0) {
+                st = af_errorf(err, AF_ERR_INVALID_ARGUMENT, "input '%s' is given twice", names[i]);
+                goto done;
+            }
         e.env[v] = inputs[i];
         e.env[v].nbytes = (size_t)af_tensor_numel(&inputs[i]) * af_dtype_size(inputs[i].dtype);
     }

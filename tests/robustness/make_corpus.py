@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-# Writes the malformed-model corpus the loader must reject cleanly: tests/malformed/<case>.onnx,
-# its side files, and expected.txt ("<case> <STATUS> <message substring>", one case a line).
-# Run with Debian's python3 (onnx 1.12): /usr/bin/python3 tests/malformed/make_corpus.py
+# Writes the robustness corpus: tests/robustness/<case>.onnx, its side files, and expected.txt
+# ("<case> <STATUS> <message substring>", one case a line): each bad input the loader must reject
+# with that status and message, and AF_OK controls that must load and build a session.
+# rt_*.onnx models load fine and are driven at run time by tests/unit/test_robustness.c (they are
+# not in expected.txt). Run with Debian's python3 (onnx 1.12): /usr/bin/python3 tests/robustness/make_corpus.py
 # Cases needing symlinks, hard links, FIFOs or directories are made at test time
-# (tests/unit/test_malformed.c). The output is deterministic; commit it.
+# (tests/unit/test_robustness.c). The output is deterministic; commit it. docs/security.md lists
+# which class of bad input each case belongs to.
 import math
 import os
 import random
@@ -195,9 +198,14 @@ def raw(name, dims, nbytes, dtype=F):
 init_case("dims_overflow_int64", "AF_ERR_LIMIT", "dims overflow", raw("x", [2 ** 40, 2 ** 40], 0))
 init_case("dims_overflow_bytes", "AF_ERR_LIMIT", "dims overflow", raw("x", [2 ** 31, 2 ** 31], 0))
 # 4 TiB claimed with no data at all: must fail before allocating anything that size
-init_case("huge_without_data", "AF_ERR_INVALID_MODEL", "0 values stored, shape needs",
+init_case("huge_without_data", "AF_ERR_LIMIT", "tensor 'x' is 4398046511104 bytes; the limit is 4294967296 (max_tensor_bytes)",
           TensorProto(name="x", data_type=F, dims=[2 ** 20, 2 ** 20]))
-init_case("huge_raw_short", "AF_ERR_INVALID_MODEL", "raw_data has 4 bytes", raw("x", [2 ** 20, 2 ** 20], 4))
+init_case("huge_raw_short", "AF_ERR_LIMIT", "(max_tensor_bytes)", raw("x", [2 ** 20, 2 ** 20], 4))
+# 1 GiB claimed, under the per-tensor cap: the data check must still fail before allocating it
+init_case("large_without_data", "AF_ERR_INVALID_MODEL", "0 values stored, shape needs 268435456",
+          TensorProto(name="x", data_type=F, dims=[2 ** 14, 2 ** 14]))
+init_case("large_raw_short", "AF_ERR_INVALID_MODEL", "raw_data has 4 bytes, shape needs 1073741824",
+          raw("x", [2 ** 14, 2 ** 14], 4))
 init_case("negative_dim", "AF_ERR_INVALID_MODEL", "negative dim -2", raw("x", [3, -2], 0))
 init_case("raw_data_short", "AF_ERR_INVALID_MODEL", "raw_data has 20 bytes, shape needs 24", raw("x", [2, 3], 20))
 init_case("raw_data_long", "AF_ERR_INVALID_MODEL", "raw_data has 28 bytes, shape needs 24", raw("x", [2, 3], 28))
@@ -341,7 +349,7 @@ def ext_case(name, status, substring, dims=(2, 3), **kv):
 
 ext_case("ext_valid", "AF_OK", "-", location="ext_data.bin")
 ext_case("ext_absolute", "AF_ERR_INVALID_MODEL", "must be a relative path", location="/etc/passwd")
-ext_case("ext_dotdot", "AF_ERR_INVALID_MODEL", "must be a relative path", location="../malformed/ext_data.bin")
+ext_case("ext_dotdot", "AF_ERR_INVALID_MODEL", "must be a relative path", location="../robustness/ext_data.bin")
 ext_case("ext_dotdot_inner", "AF_ERR_INVALID_MODEL", "must be a relative path", location="sub/../../x/ext_data.bin")
 ext_case("ext_backslash", "AF_ERR_INVALID_MODEL", "must be a relative path", location="..\\ext_data.bin")
 ext_case("ext_missing_file", "AF_ERR_IO", "No such file", location="no_such_file.bin")
@@ -356,11 +364,158 @@ ext_case("ext_bad_offset", "AF_ERR_INVALID_MODEL", "bad external data offset '12
          offset="12abc")
 ext_case("ext_negative_length", "AF_ERR_INVALID_MODEL", "bad external data length '-4'", location="ext_data.bin",
          length=-4)
-ext_case("ext_huge_dims", "AF_ERR_INVALID_MODEL", "pass the end", dims=(2 ** 20, 2 ** 20), location="ext_data.bin")
+ext_case("ext_huge_dims", "AF_ERR_LIMIT", "(max_tensor_bytes)", dims=(2 ** 20, 2 ** 20), location="ext_data.bin")
+ext_case("ext_large_dims", "AF_ERR_INVALID_MODEL", "pass the end", dims=(2 ** 14, 2 ** 14), location="ext_data.bin")
+ext_case("ext_dot_slash", "AF_OK", "-", location="./ext_data.bin")
+ext_case("ext_empty_location", "AF_ERR_INVALID_MODEL", "no location", location="")
+ext_case("ext_dev_null", "AF_ERR_INVALID_MODEL", "must be a relative path", location="/dev/zero")
+ext_case("ext_folder", "AF_ERR_INVALID_MODEL", "not a regular file", location=".")
+ext_case("ext_huge_offset", "AF_ERR_INVALID_MODEL", "bad external data offset", location="ext_data.bin",
+         offset="99999999999999999999999")
+
+# ---- headers and opsets ---------------------------------------------------------------------------
+case("opset_negative", "AF_ERR_UNSUPPORTED", "opset -5 is not supported", model_bytes(transpose_graph(), opset=-5))
+case("opset_huge", "AF_ERR_UNSUPPORTED", "opset 9223372036854775807 is not supported",
+     model_bytes(transpose_graph(), opset=2 ** 63 - 1))
+case("opset_6", "AF_ERR_UNSUPPORTED", "opset 6 is not supported", model_bytes(transpose_graph(), opset=6))
+# ONNX magic-less garbage that happens to start like a protobuf: a valid tag then a length past the end
+case("header_length_past_end", "AF_ERR_PARSE", "protobuf parse failed", b"\x08\x08\x3a\xff\x7f" + VALID[:20])
+case("gzip_file", "AF_ERR_PARSE", "protobuf parse failed", b"\x1f\x8b\x08\x00" + bytes(60))
+case("zip_file", "AF_ERR_PARSE", "protobuf parse failed", b"PK\x03\x04" + bytes(60))
+
+# ---- out-of-range axes, zero strides and groups, bad attribute values ------------------------------
+def one_node(name, status, substring, node, inputs=None, inits=None):
+    case(name, status, substring, transpose_graph([node], inputs=inputs, outputs=[vi("y", None)], inits=inits))
+
+
+one_node("transpose_perm_out_of_range", "AF_ERR_INVALID_MODEL", "perm",
+         helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[0, 7]))
+one_node("transpose_perm_repeated", "AF_ERR_INVALID_MODEL", "perm",
+         helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 1]))
+one_node("reduce_axis_out_of_range", "AF_ERR_INVALID_MODEL", "out of range",
+         helper.make_node("ReduceSum", ["x", "ax"], ["y"], name="rs"),
+         inits=[helper.make_tensor("ax", TensorProto.INT64, [1], [4])])
+one_node("split_axis_out_of_range", "AF_ERR_INVALID_MODEL", "out of range",
+         helper.make_node("Split", ["x"], ["y"], name="sp", axis=-3))
+one_node("flatten_axis_out_of_range", "AF_ERR_INVALID_MODEL", "out of range",
+         helper.make_node("Flatten", ["x"], ["y"], name="fl", axis=3))
+conv_w = [floats("w", [4, 2, 3, 3])]
+one_node("conv_strides_0", "AF_ERR_INVALID_MODEL", "stride",
+         helper.make_node("Conv", ["x", "w"], ["y"], name="conv", strides=[0, 1]), conv_inputs, conv_w)
+one_node("conv_dilations_0", "AF_ERR_INVALID_MODEL", "dilation",
+         helper.make_node("Conv", ["x", "w"], ["y"], name="conv", dilations=[1, 0]), conv_inputs, conv_w)
+one_node("conv_negative_pads", "AF_ERR_INVALID_MODEL", "pad",
+         helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[-1, 0, 0, 0]), conv_inputs, conv_w)
+one_node("conv_group_not_dividing", "AF_ERR_INVALID_MODEL", "group",
+         helper.make_node("Conv", ["x", "w"], ["y"], name="conv", group=3), conv_inputs, conv_w)
+one_node("maxpool_strides_0", "AF_ERR_INVALID_MODEL", "stride",
+         helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2], strides=[0, 0]), conv_inputs)
+one_node("maxpool_kernel_0", "AF_ERR_INVALID_MODEL", "kernel",
+         helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[0, 2]), conv_inputs)
+one_node("slice_step_0", "AF_ERR_INVALID_MODEL", "step",
+         helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"], name="sl"),
+         inits=[helper.make_tensor(n_, TensorProto.INT64, [1], [v_]) for n_, v_ in
+                (("st", 0), ("en", 2), ("ax", 0), ("sp", 0))])
+one_node("depth_to_space_blocksize_0", "AF_ERR_INVALID_MODEL", "blocksize",
+         helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s", blocksize=0), conv_inputs)
+
+# ---- wrong attribute types -------------------------------------------------------------------------
+one_node("attr_group_float", "AF_ERR_INVALID_MODEL", "attribute 'group' must be int, not float",
+         helper.make_node("Conv", ["x", "w"], ["y"], name="conv", group=1.5), conv_inputs, conv_w)
+one_node("attr_perm_string", "AF_ERR_INVALID_MODEL", "attribute 'perm' must be ints, not string",
+         helper.make_node("Transpose", ["x"], ["y"], name="t", perm="1,0"))
+one_node("attr_axis_ints", "AF_ERR_INVALID_MODEL", "attribute 'axis' must be int, not ints",
+         helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=[1]))
+one_node("attr_strides_int", "AF_ERR_INVALID_MODEL", "attribute 'strides' must be ints, not int",
+         helper.make_node("Conv", ["x", "w"], ["y"], name="conv", strides=2), conv_inputs, conv_w)
+one_node("attr_epsilon_string", "AF_ERR_INVALID_MODEL", "attribute 'epsilon' must be float, not string",
+         helper.make_node("LayerNormalization", ["x", "sc"], ["y"], name="ln", epsilon="small"),
+         inits=[floats("sc", [3])])
+n = helper.make_node("If", ["cond"], ["y"], name="if", else_branch=transpose_graph(name="e"))
+n.attribute.append(helper.make_attribute("then_branch", 3))
+case("attr_then_branch_int", "AF_ERR_INVALID_MODEL", "attribute 'then_branch' must be graph, not int",
+     helper.make_graph([n], "g", [vi("cond", [], TensorProto.BOOL)], [vi("y", None)]))
+
+# ---- huge shapes made by shape-driven operators (static: refused at load) --------------------------
+def i64(name, vals):
+    return helper.make_tensor(name, TensorProto.INT64, [len(vals)], vals)
+
+
+BIG = [2 ** 20, 2 ** 20]  # 2^40 floats: 4 TiB
+one_node("constant_of_shape_huge", "AF_ERR_LIMIT", "(max_tensor_bytes)",
+         helper.make_node("ConstantOfShape", ["s"], ["y"], name="cos"), inputs=[], inits=[i64("s", BIG)])
+one_node("expand_huge", "AF_ERR_LIMIT", "(max_tensor_bytes)",
+         helper.make_node("Expand", ["x", "s"], ["y"], name="ex"), inputs=[vi("x", [1, 1])], inits=[i64("s", BIG)])
+one_node("tile_huge", "AF_ERR_LIMIT", "(max_tensor_bytes)",
+         helper.make_node("Tile", ["x", "r"], ["y"], name="ti"), inits=[i64("r", [2 ** 19, 2 ** 20])])
+one_node("resize_huge", "AF_ERR_LIMIT", "(max_tensor_bytes)",
+         helper.make_node("Resize", ["x", "", "", "sz"], ["y"], name="rz"), inputs=[vi("x", [1, 1, 2, 2])],
+         inits=[i64("sz", [1, 1, 2 ** 20, 2 ** 20])])
+one_node("reshape_huge", "AF_ERR_LIMIT", "(max_tensor_bytes)",
+         helper.make_node("Reshape", ["x", "s"], ["y"], name="rs"), inputs=[vi("x", [2 ** 21, 2 ** 20])],
+         inits=[i64("s", [-1])])
+one_node("input_huge_dims", "AF_ERR_LIMIT", "value 'x'",
+         helper.make_node("Transpose", ["x"], ["y"], name="t"), inputs=[vi("x", [2 ** 31, 2 ** 31])])
+one_node("range_huge", "AF_ERR_LIMIT", "(max_tensor_bytes)",
+         helper.make_node("Range", ["a", "b", "c"], ["y"], name="rg"), inputs=[],
+         inits=[helper.make_tensor("a", F, [], [0.0]), helper.make_tensor("b", F, [], [1e12]),
+                helper.make_tensor("c", F, [], [1.0])])
+
+# ---- pathological graphs for the pattern matcher and scheduler: must load and fuse quickly ------
+FAN = 3000
+fan_nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv")]
+fan_nodes += [helper.make_node("Relu", ["c"], ["r%d" % i], name="relu%d" % i) for i in range(FAN)]
+fan_nodes.append(helper.make_node("Sum", ["r%d" % i for i in range(FAN)], ["y"], name="sum"))
+case("fan_out_3000", "AF_OK", "-", helper.make_graph(fan_nodes, "fan", conv_inputs, [vi("y", None)], conv_w))
+DEPTH = 3000
+chain = [helper.make_node("Conv", ["x", "w"], ["v0"], name="conv")]
+for i in range(DEPTH):
+    op = ("Relu", "Add", "Mul", "Sigmoid")[i % 4]
+    ins = ["v%d" % i] if op in ("Relu", "Sigmoid") else ["v%d" % i, "v%d" % i]
+    chain.append(helper.make_node(op, ins, ["v%d" % (i + 1)], name="n%d" % i))
+chain.append(helper.make_node("Identity", ["v%d" % DEPTH], ["y"], name="out"))
+case("chain_3000", "AF_OK", "-", helper.make_graph(chain, "chain", conv_inputs, [vi("y", None)], conv_w))
+# every node reads every earlier value: quadratic edges (about 31000)
+DENSE = 250
+dense = [helper.make_node("Relu", ["x"], ["d0"], name="d0")]
+for i in range(1, DENSE):
+    dense.append(helper.make_node("Sum", ["d%d" % j for j in range(i)], ["d%d" % i], name="d%d" % i))
+dense.append(helper.make_node("Identity", ["d%d" % (DENSE - 1)], ["y"], name="out"))
+case("dense_dag_250", "AF_OK", "-", helper.make_graph(dense, "dense", [vi("x", [2, 3])], [vi("y", None)]))
+# names and lists over the default caps
+case("name_70000_bytes", "AF_ERR_LIMIT", "(max_string_bytes)",
+     transpose_graph([helper.make_node("Transpose", ["x"], ["y"], name="n" * 70000)]))
+
+# ---- run-time cases (load fine; tests/unit/test_robustness.c runs them with bad or huge data) ------
+def rt(name, graph):
+    write(name + ".onnx", model_bytes(graph))
+
+
+rt("rt_constant_of_shape", helper.make_graph([helper.make_node("ConstantOfShape", ["s"], ["y"], name="cos")],
+                                             "g", [vi("s", [2], TensorProto.INT64)], [vi("y", None)]))
+rt("rt_expand", helper.make_graph([helper.make_node("Expand", ["x", "s"], ["y"], name="ex")], "g",
+                                  [vi("x", [1, 1]), vi("s", [2], TensorProto.INT64)], [vi("y", None)]))
+rt("rt_tile", helper.make_graph([helper.make_node("Tile", ["x", "r"], ["y"], name="ti")], "g",
+                                [vi("x", [2, 3]), vi("r", [2], TensorProto.INT64)], [vi("y", None)]))
+rt("rt_resize", helper.make_graph([helper.make_node("Resize", ["x", "", "", "sz"], ["y"], name="rz")], "g",
+                                  [vi("x", [1, 1, 2, 2]), vi("sz", [4], TensorProto.INT64)], [vi("y", None)]))
+rt("rt_reshape", helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], "g",
+                                   [vi("x", [2, 3]), vi("s", [2], TensorProto.INT64)], [vi("y", None)]))
+# ConstantOfShape of a constant [64,64] shape feeding a Relu: folded unless max_fold_bytes < 16 KiB
+rt("rt_fold", helper.make_graph([helper.make_node("ConstantOfShape", ["s"], ["c"], name="cos"),
+                                 helper.make_node("Relu", ["c"], ["y"], name="relu")], "g", [], [vi("y", None)],
+                                [i64("s", [64, 64])]))
+# Loop with no trip count and a condition that never turns false
+body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"], name="keep"),
+                          helper.make_node("Add", ["v_in", "one"], ["v_out"], name="inc")], "body",
+                         [vi("i", [], TensorProto.INT64), vi("c_in", [], TensorProto.BOOL), vi("v_in", [1])],
+                         [vi("c_out", [], TensorProto.BOOL), vi("v_out", [1])], [floats("one", [1])])
+rt("rt_loop_forever", helper.make_graph([helper.make_node("Loop", ["", "cond", "v"], ["y"], name="loop", body=body)],
+                                        "g", [vi("cond", [], TensorProto.BOOL), vi("v", [1])], [vi("y", [1])]))
 
 with open(os.path.join(HERE, "expected.txt"), "w") as f:
     f.write("# Written by make_corpus.py: <case> <af_status name> <substring of the error message>.\n")
-    f.write("# AF_OK cases are controls that must load; tests/unit/test_malformed.c checks every line.\n")
+    f.write("# AF_OK cases are controls that must load and build a session; tests/unit/test_robustness.c checks every line.\n")
     for name, status, sub in cases:
         f.write("%s %s %s\n" % (name, status, sub))
 print("wrote %d cases to %s" % (len(cases), HERE), file=sys.stderr)

@@ -1,0 +1,176 @@
+/* Concurrency (run under TSan by `make check-tsan`): the thread pool on its own, several sessions
+ * over one shared model running at once, and one session called from several threads at once
+ * (a call that overlaps another is refused with a clear error, never a corrupted run). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autofusion.h"
+#include "util/threadpool.h"
+#include "unit.h"
+
+enum { POOL_TASKS = 1000 };
+
+static void count_task(void *ctx, int task, int thread) {
+    (void)thread;
+    atomic_int *hits = ctx;
+    atomic_fetch_add(&hits[task], 1);
+}
+
+typedef struct pool_arg {
+    af_threadpool *pool;
+    atomic_int *hits;
+} pool_arg;
+
+static void *pool_caller(void *p) {
+    pool_arg *a = p;
+    for (int r = 0; r < 20; r++) af_threadpool_run(a->pool, POOL_TASKS, count_task, a->hits);
+    return NULL;
+}
+
+AF_TEST(threads_pool_runs_every_task_once_even_with_concurrent_callers) {
+    af_threadpool *pool = NULL;
+    CHECK(af_threadpool_create(4, &pool) == AF_OK);
+    if (!pool) return;
+    static atomic_int hits[POOL_TASKS];
+    for (int i = 0; i < POOL_TASKS; i++) atomic_store(&hits[i], 0);
+    af_threadpool_run(pool, POOL_TASKS, count_task, hits);
+    for (int i = 0; i < POOL_TASKS; i++) CHECK_EQ_INT(atomic_load(&hits[i]), 1);
+    /* several threads calling run on one pool at once: each call still runs every task */
+    for (int i = 0; i < POOL_TASKS; i++) atomic_store(&hits[i], 0);
+    pthread_t th[3];
+    pool_arg arg = {pool, hits};
+    for (int t = 0; t < 3; t++) CHECK(pthread_create(&th[t], NULL, pool_caller, &arg) == 0);
+    for (int t = 0; t < 3; t++) pthread_join(th[t], NULL);
+    for (int i = 0; i < POOL_TASKS; i++) CHECK_EQ_INT(atomic_load(&hits[i]), 60);
+    af_threadpool_free(pool);
+}
+
+typedef struct run_arg {
+    af_session *sess;
+    const af_tensor *in;
+    const char *name;
+    int iterations;
+    const float *want;
+    size_t n_out;
+    int ok, busy, other, mismatch;
+} run_arg;
+
+static void *runner(void *p) {
+    run_arg *a = p;
+    for (int i = 0; i < a->iterations; i++) {
+        af_error err;
+        af_status st = af_session_run(a->sess, 1, &a->name, a->in, &err);
+        if (st == AF_OK) {
+            a->ok++;
+            if (a->want) {
+                const af_tensor *o = af_session_output(a->sess, 0);
+                if (!o || o->nbytes != a->n_out * sizeof(float) || memcmp(o->data, a->want, o->nbytes) != 0)
+                    a->mismatch++;
+            }
+        } else if (st == AF_ERR_INVALID_ARGUMENT && strstr(err.message, "already running")) {
+            a->busy++;
+        } else {
+            a->other++;
+        }
+    }
+    return NULL;
+}
+
+/* The BERT-free ResNet fixture: one float input. */
+static af_model *load_fixture(af_tensor *in, float **buf, const char **name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/resnet_small/model.onnx", af_test_dir());
+    af_model *m = NULL;
+    af_error err;
+    if (af_model_load(path, NULL, &m, &err) != AF_OK) {
+        af_test_fail(__FILE__, __LINE__, "%s: %s", path, err.message);
+        return NULL;
+    }
+    af_value_info vi;
+    af_model_input_info(m, 0, &vi);
+    memset(in, 0, sizeof *in);
+    in->dtype = AF_DTYPE_FLOAT;
+    in->rank = vi.rank;
+    size_t n = 1;
+    for (int d = 0; d < vi.rank; d++) n *= (size_t)(in->dims[d] = vi.dims[d] < 0 ? 1 : vi.dims[d]);
+    *buf = malloc(n * sizeof **buf);
+    for (size_t k = 0; k < n; k++) (*buf)[k] = (float)(k % 17) * 0.05f;
+    in->data = *buf;
+    in->nbytes = n * sizeof **buf;
+    *name = vi.name;
+    return m;
+}
+
+AF_TEST(threads_sessions_sharing_one_model_run_concurrently) {
+    af_tensor in;
+    float *buf = NULL;
+    const char *name;
+    af_model *m = load_fixture(&in, &buf, &name);
+    if (!m) return;
+    enum { N = 3 };
+    af_session *s[N] = {0};
+    af_error err;
+    af_session_options so = af_session_options_default();
+    so.n_threads = 2;
+    for (int i = 0; i < N; i++) CHECK(af_session_create(m, &so, &s[i], &err) == AF_OK);
+    float *want = NULL;
+    size_t n_out = 0;
+    if (s[0] && af_session_run(s[0], 1, &name, &in, &err) == AF_OK) {
+        const af_tensor *o = af_session_output(s[0], 0);
+        n_out = o->nbytes / sizeof(float);
+        want = malloc(o->nbytes);
+        memcpy(want, o->data, o->nbytes);
+    }
+    CHECK(want != NULL);
+    pthread_t th[N];
+    run_arg a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (run_arg){.sess = s[i], .in = &in, .name = name, .iterations = 3, .want = want, .n_out = n_out};
+        CHECK(s[i] && pthread_create(&th[i], NULL, runner, &a[i]) == 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(a[i].ok, 3);
+        CHECK_EQ_INT(a[i].mismatch, 0);
+    }
+    for (int i = 0; i < N; i++) af_session_free(s[i]);
+    free(want);
+    free(buf);
+    af_model_free(m);
+}
+
+AF_TEST(threads_one_session_called_from_several_threads_refuses_overlaps) {
+    af_tensor in;
+    float *buf = NULL;
+    const char *name;
+    af_model *m = load_fixture(&in, &buf, &name);
+    if (!m) return;
+    af_session *s = NULL;
+    af_error err;
+    af_session_options so = af_session_options_default();
+    so.n_threads = 2;
+    CHECK(af_session_create(m, &so, &s, &err) == AF_OK);
+    enum { N = 4 };
+    pthread_t th[N];
+    run_arg a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (run_arg){.sess = s, .in = &in, .name = name, .iterations = 4};
+        CHECK(s && pthread_create(&th[i], NULL, runner, &a[i]) == 0);
+    }
+    int ok = 0, busy = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        ok += a[i].ok;
+        busy += a[i].busy;
+        CHECK_EQ_INT(a[i].other, 0);
+    }
+    CHECK(ok >= 1 && ok + busy == N * 4);
+    printf("  %d runs, %d refused as overlapping\n", ok, busy);
+    /* the session is intact afterwards */
+    CHECK(af_session_run(s, 1, &name, &in, &err) == AF_OK && af_session_output(s, 0) != NULL);
+    af_session_free(s);
+    free(buf);
+    af_model_free(m);
+}
