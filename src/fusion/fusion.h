@@ -19,6 +19,9 @@
 #include "ir/graph.h"
 
 #define AF_FUSION_MAX_NODES 64 /* nodes in one group; also bounded by config max_fused_ops */
+/* A node reading more values than this joins no group: no fused kernel takes that many, and every
+ * candidate holding it would cost the later layers work in proportion to its inputs. */
+#define AF_FUSION_MAX_NODE_INPUTS 16
 
 /* Pattern families: the config's fusion_policy keys. */
 #define AF_FUSION_FAMILIES(X)                                                                      \

@@ -98,8 +98,9 @@ static bool well_formed(const af_graph *g, const af_fusion_candidate *c, char *w
 }
 
 /* The legality rules a candidate must meet whatever its policy. */
-static bool legal(const af_graph *g, const af_fusion_config *cfg, const af_fusion_candidate *c, char *why,
+static bool legal(const af_cost_graph *cg, const af_fusion_config *cfg, const af_fusion_candidate *c, char *why,
                   size_t size) {
+    const af_graph *g = cg->g;
     int max_ops = cfg->max_fused_ops > 0 && cfg->max_fused_ops < AF_FUSION_MAX_NODES ? cfg->max_fused_ops
                                                                                     : AF_FUSION_MAX_NODES;
     if (c->n_nodes > max_ops) {
@@ -117,7 +118,7 @@ static bool legal(const af_graph *g, const af_fusion_config *cfg, const af_fusio
         snprintf(why, size, "cycle: merging the group would create a cycle");
         return false;
     }
-    if (!af_fusion_is_closed(g, c->nodes, c->n_nodes, c->output)) {
+    if (!af_cost_group_closed(cg, c)) {
         snprintf(why, size, "not closed: an intermediate is read outside the group");
         return false;
     }
@@ -145,6 +146,7 @@ static uint64_t signature(const af_graph *g, const af_fusion_candidate *c) {
 
 typedef struct decision_ctx {
     const af_graph *g;
+    const af_cost_graph *cg;
     const af_fusion_config *cfg;
     af_fusion_strategy strategy;
     double threshold;
@@ -167,7 +169,7 @@ static void decide(const decision_ctx *d, af_fusion_candidate *c, const af_group
                  is_discovery(c) ? "candidates" : "");
         return;
     }
-    if (!legal(d->g, cfg, c, why, size)) return;
+    if (!legal(d->cg, cfg, c, why, size)) return;
     if (e->nominal_dims && !cfg->enable_dynamic_shape) {
         snprintf(why, size, "dynamic shapes: enable_dynamic_shape is false");
         return;
@@ -283,7 +285,7 @@ af_status af_cost_evaluate(const af_graph *g, const af_hw_model *hw, const af_fu
     }
     af_cost_totals totals;
     af_cost_graph_totals(&cg, hw, &totals);
-    decision_ctx d = {.g = g, .cfg = cfg, .strategy = choose(&cg, hw, cfg), .threshold = af_cost_threshold(cfg),
+    decision_ctx d = {.g = g, .cg = &cg, .cfg = cfg, .strategy = choose(&cg, hw, cfg), .threshold = af_cost_threshold(cfg),
                       .loop_body = g->parent != NULL};
     for (int i = 0; i < n; i++) {
         af_fusion_candidate *c = &cands->items[i];

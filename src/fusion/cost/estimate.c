@@ -13,7 +13,8 @@
 
 /* Marks every top-level value captured by subgraph `sub` (at any depth) as read by node `at`.
  * map[k] is the top-level id of sub's parent's value k (NULL: the parent is the top graph). */
-static af_status mark_captures(const af_graph *sub, const int *map, int at, int *last_use, af_error *err) {
+static af_status mark_captures(const af_graph *sub, const int *map, int at, int *last_use, int *stamp,
+                               int *n_readers, af_error *err) {
     int *own = af_malloc((size_t)(sub->n_values ? sub->n_values : 1) * sizeof *own);
     if (!own) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory estimating fusion costs");
     for (int v = 0; v < sub->n_values; v++) {
@@ -23,11 +24,16 @@ static af_status mark_captures(const af_graph *sub, const int *map, int at, int 
         int top = map ? map[val->outer_id] : val->outer_id;
         own[v] = top;
         if (top >= 0 && last_use[top] < at) last_use[top] = at;
+        if (top >= 0 && stamp[top] != at) {
+            stamp[top] = at;
+            n_readers[top]++;
+        }
     }
     af_status st = AF_OK;
     for (int i = 0; i < sub->n_nodes && st == AF_OK; i++)
         for (int a = 0; a < sub->nodes[i].n_attrs && st == AF_OK; a++)
-            if (sub->nodes[i].attrs[a].g) st = mark_captures(sub->nodes[i].attrs[a].g, own, at, last_use, err);
+            if (sub->nodes[i].attrs[a].g)
+                st = mark_captures(sub->nodes[i].attrs[a].g, own, at, last_use, stamp, n_readers, err);
     af_free(own);
     return st;
 }
@@ -35,30 +41,75 @@ static af_status mark_captures(const af_graph *sub, const int *map, int at, int 
 af_status af_cost_graph_init(af_cost_graph *cg, const af_graph *g, af_error *err) {
     memset(cg, 0, sizeof *cg);
     cg->g = g;
-    cg->last_use = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *cg->last_use);
-    if (!cg->last_use) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory estimating fusion costs");
-    for (int v = 0; v < g->n_values; v++) cg->last_use[v] = g->values[v].is_output ? g->n_nodes : -1;
+    size_t nv = (size_t)(g->n_values ? g->n_values : 1);
+    cg->last_use = af_malloc(nv * sizeof *cg->last_use);
+    cg->n_readers = af_calloc(nv, sizeof *cg->n_readers);
+    int *stamp = af_malloc(nv * sizeof *stamp); /* the last node counted as a reader of each value */
+    if (!cg->last_use || !cg->n_readers || !stamp) {
+        af_free(stamp);
+        af_cost_graph_free(cg);
+        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory estimating fusion costs");
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        cg->last_use[v] = g->values[v].is_output ? g->n_nodes : -1;
+        stamp[v] = -1;
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         const af_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_inputs; k++) {
             int v = n->inputs[k];
-            if (v >= 0 && v < g->n_values && cg->last_use[v] < i) cg->last_use[v] = i;
+            if (v < 0 || v >= g->n_values) continue;
+            if (cg->last_use[v] < i) cg->last_use[v] = i;
+            if (stamp[v] != i) {
+                stamp[v] = i;
+                cg->n_readers[v]++;
+            }
         }
         for (int a = 0; a < n->n_attrs; a++) {
             if (!n->attrs[a].g) continue;
-            af_status st = mark_captures(n->attrs[a].g, NULL, i, cg->last_use, err);
+            af_status st = mark_captures(n->attrs[a].g, NULL, i, cg->last_use, stamp, cg->n_readers, err);
             if (st != AF_OK) {
+                af_free(stamp);
                 af_cost_graph_free(cg);
                 return st;
             }
         }
     }
+    af_free(stamp);
     return AF_OK;
 }
 
 void af_cost_graph_free(af_cost_graph *cg) {
     af_free(cg->last_use);
+    af_free(cg->n_readers);
     cg->last_use = NULL;
+    cg->n_readers = NULL;
+}
+
+static bool reads(const af_node *n, int v) {
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] == v) return true;
+    return false;
+}
+
+bool af_cost_group_closed(const af_cost_graph *cg, const af_fusion_candidate *c) {
+    const af_graph *g = cg->g;
+    for (int i = 0; i < c->n_nodes; i++)
+        for (int a = 0; a < g->nodes[c->nodes[i]].n_attrs; a++)
+            if (g->nodes[c->nodes[i]].attrs[a].g) /* members' own captures: the full check */
+                return af_fusion_is_closed(g, c->nodes, c->n_nodes, c->output);
+    for (int i = 0; i < c->n_nodes; i++) {
+        const af_node *n = &g->nodes[c->nodes[i]];
+        for (int o = 0; o < n->n_outputs; o++) {
+            int v = n->outputs[o];
+            if (v < 0 || v == c->output) continue;
+            if (g->values[v].is_output) return false;
+            int inside = 0;
+            for (int j = 0; j < c->n_nodes; j++) inside += reads(&g->nodes[c->nodes[j]], v);
+            if (inside != cg->n_readers[v]) return false;
+        }
+    }
+    return true;
 }
 
 /* ---- sizes ---------------------------------------------------------------------------------- */
@@ -341,6 +392,33 @@ typedef struct live_range {
 
 #define MAX_RANGES 256
 
+/* The values one candidate's scan has seen (at most MAX_RANGES), with where it keeps each: a
+ * member with thousands of inputs (a Sum over a fan-out) must not make the scan quadratic. */
+#define SET_SLOTS (4 * MAX_RANGES)
+typedef struct value_set {
+    int key[SET_SLOTS], at[SET_SLOTS];
+} value_set;
+
+static void set_init(value_set *s) { memset(s->key, 0xff, sizeof s->key); }
+
+static unsigned set_home(int v) { return ((unsigned)v * 2654435761u) & (SET_SLOTS - 1); }
+
+/* The index stored for v, or -1. */
+static int set_find(const value_set *s, int v) {
+    for (unsigned h = set_home(v);; h = (h + 1) & (SET_SLOTS - 1)) {
+        if (s->key[h] == v) return s->at[h];
+        if (s->key[h] < 0) return -1;
+    }
+}
+
+/* Callers add at most MAX_RANGES values, so a free slot always exists. */
+static void set_put(value_set *s, int v, int at) {
+    unsigned h = set_home(v);
+    while (s->key[h] >= 0) h = (h + 1) & (SET_SLOTS - 1);
+    s->key[h] = v;
+    s->at[h] = at;
+}
+
 /* Peak of the followed values over node positions lo..hi; fused or unfused lifetimes. */
 static double window_peak(const live_range *r, int n, int lo, int hi, bool fused, const af_fusion_candidate *c) {
     double peak = 0;
@@ -368,15 +446,15 @@ static bool in_arena(const af_graph *g, int v) {
 static double peak_delta(const af_cost_graph *cg, const af_fusion_candidate *c, int lo, int hi, bool *nominal) {
     const af_graph *g = cg->g;
     live_range r[MAX_RANGES];
+    value_set seen;
+    set_init(&seen);
     int n = 0;
     for (int i = 0; i < c->n_nodes && n < MAX_RANGES; i++) {
         const af_node *nd = &g->nodes[c->nodes[i]];
         for (int k = 0; k < nd->n_inputs && n < MAX_RANGES; k++) {
             int v = nd->inputs[k];
-            if (!in_arena(g, v) || member(c, g->values[v].producer)) continue;
-            bool seen = false;
-            for (int j = 0; j < n && !seen; j++) seen = r[j].v == v;
-            if (seen) continue;
+            if (!in_arena(g, v) || set_find(&seen, v) >= 0 || member(c, g->values[v].producer)) continue;
+            set_put(&seen, v, n);
             int p = g->values[v].producer, d = cg->last_use[v];
             r[n++] = (live_range){v, af_cost_value_bytes(g, v, nominal), p, d, p, d > hi ? d : hi};
         }
@@ -414,7 +492,8 @@ void af_cost_estimate_group(const af_cost_graph *cg, const af_hw_model *hw, cons
         compute_fused += nc.compute_us;
     }
     /* Fused traffic: each external input once (the most any member reads of it), and the output. */
-    int ext[MAX_RANGES];
+    value_set ext;
+    set_init(&ext);
     double ext_bytes[MAX_RANGES];
     int n_ext = 0;
     for (int i = 0; i < c->n_nodes; i++) {
@@ -423,14 +502,13 @@ void af_cost_estimate_group(const af_cost_graph *cg, const af_hw_model *hw, cons
             int v = n->inputs[k];
             if (v < 0 || (g->values[v].kind == AF_VALUE_NODE && member(c, g->values[v].producer))) continue;
             double b = input_read_bytes(g, n, k, &nominal);
-            int j = 0;
-            while (j < n_ext && ext[j] != v) j++;
-            if (j == n_ext) {
+            int j = set_find(&ext, v);
+            if (j < 0) {
                 if (n_ext == MAX_RANGES) {
                     out->bytes_fused += b;
                     continue;
                 }
-                ext[n_ext] = v;
+                set_put(&ext, v, n_ext);
                 ext_bytes[n_ext++] = b;
             } else if (b > ext_bytes[j]) {
                 ext_bytes[j] = b;

@@ -50,9 +50,12 @@ typedef struct af_cost_graph {
     const af_graph *g;
     int *last_use; /* per value: index of the last node reading it (subgraph captures count at the
                       capturing node); g->n_nodes for graph outputs; -1 when unread */
+    int *n_readers; /* per value: distinct nodes reading it, a subgraph capture at its owner */
 } af_cost_graph;
 
 af_status af_cost_graph_init(af_cost_graph *cg, const af_graph *g, af_error *err);
+/* af_fusion_is_closed for c, in time proportional to the group's size rather than the graph's. */
+bool af_cost_group_closed(const af_cost_graph *cg, const af_fusion_candidate *c);
 void af_cost_graph_free(af_cost_graph *cg);
 
 /* One node run as its own kernel. */

@@ -74,7 +74,7 @@ af_status af_pattern_discover(const af_graph *g, const af_readers *rd, af_legal_
         const af_node *nd = &g->nodes[i];
         af_opclass cls = nd->op < AF_OP_COUNT ? af_op_info(nd->op)->cls : AF_OPCLASS_OPAQUE;
         ok[i] = !covered[i] && nd->op < AF_OP_COUNT && !cfg->no_fusion_ops[nd->op] && nd->n_outputs >= 1 &&
-                !has_subgraph(nd) &&
+                !has_subgraph(nd) && nd->n_inputs <= AF_FUSION_MAX_NODE_INPUTS &&
                 (cls == AF_OPCLASS_ELEMENTWISE || cls == AF_OPCLASS_BROADCAST || cls == AF_OPCLASS_INJECTIVE);
         parent[i] = tail[i] = i;
         size[i] = 1;

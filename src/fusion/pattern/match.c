@@ -410,7 +410,7 @@ static void search(matcher *m, int k) {
             m->stop = true;
             return;
         }
-        if (!op_matches(pn, m->g->nodes[cand].op)) continue;
+        if (!op_matches(pn, m->g->nodes[cand].op) || m->g->nodes[cand].n_inputs > AF_FUSION_MAX_NODE_INPUTS) continue;
         bool used = false;
         for (int j = 0; j < r->n_nodes && !used; j++) used = m->map[j] == cand;
         if (!used) place(m, k, y, cand);
