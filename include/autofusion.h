@@ -162,7 +162,7 @@ void af_model_get_stats(const af_model *model, af_model_stats *stats);
 
 typedef struct af_session_options {
     int n_threads;         /* 0 = the cores this process may use */
-    int fusion_level;      /* -1 (default): the config's (2 unless it says otherwise); 0 = no fusion;
+    int fusion_level;      /* -1 (default): the config's (3 unless it says otherwise); 0 = no fusion;
                               1-3 (docs/config.md) */
     const char *config_path; /* fusion config JSON (docs/config.md); NULL: the defaults */
     int reference_kernels; /* 1 = run only the plain reference kernels (the correctness oracle) */
