@@ -98,13 +98,12 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h fuzz-lib
 
 fuzz: $(FUZZERS)
 
-# Seeds: the robustness corpus (less the pathological-graph cases, seconds each under coverage
-# instrumentation and covered by the unit tests) and the model fixtures (under unique names). New inputs the
+# Seeds: the robustness corpus (the pathological graphs included) and the model fixtures (under
+# unique names). New inputs the
 # fuzzers find go to $(FUZZ_BUILD)/corpus_*; crashes to $(FUZZ_BUILD)/crash-*.
 $(FUZZ_SEEDS): $(wildcard tests/robustness/*.onnx) $(wildcard tests/models/*/model.onnx)
 	rm -rf $@ && mkdir -p $@
 	cp tests/robustness/*.onnx $@/
-	rm -f $@/fan_out_*.onnx $@/chain_*.onnx $@/dense_dag_*.onnx # seconds each when instrumented; unit-tested
 	for m in tests/models/*/model.onnx; do cp $$m $@/fixture_$$(basename $$(dirname $$m)).onnx; done
 
 # Bounded run for CI: FUZZ_TIME seconds per harness (default 60).
