@@ -193,9 +193,8 @@ static af_status region_run_fn(const af_kernel *k, af_op_ctx *ctx, const af_epil
     (void)epi;
     const region_state *st = k->state;
     const af_tensor *out = ctx->outputs[0];
-    region_run *r = af_malloc(sizeof *r);
-    if (!r) return af_ctx_fail(ctx, AF_ERR_OUT_OF_MEMORY, "out of memory running a fused region");
-    *r = (region_run){.st = st, .ctx = ctx, .rank = out->rank, .n = af_tensor_numel(out), .ws = workspace};
+    region_run run = {.st = st, .ctx = ctx, .rank = out->rank, .n = af_tensor_numel(out), .ws = workspace};
+    region_run *r = &run; /* on the stack: no allocation while inferring */
     memcpy(r->dims, out->dims, sizeof r->dims);
     af_status s = AF_OK;
     if (ctx->n_inputs != st->p.n_inputs || ctx->n_inputs > (int)(sizeof r->in / sizeof r->in[0])) {
@@ -219,7 +218,6 @@ static af_status region_run_fn(const af_kernel *k, af_op_ctx *ctx, const af_epil
         s = r->err.status != AF_OK ? r->err.status : AF_ERR_RUNTIME;
     }
 done:
-    af_free(r);
     return s;
 }
 
