@@ -6,6 +6,7 @@
 #include "fusion/cost/cost.h"
 #include "fusion/pattern/pattern.h"
 #include "fusion/sched/sched.h"
+#include "fusion/sched/verify.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -43,6 +44,40 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
         res->prepare_ms = st == AF_OK ? plan->prepare_ms : 0;
         res->sched_ms = af_now_ms() - t3 - res->prepare_ms;
     }
+    /* Verify: back out the groups whose fused result differs, rebuild, and check the new plan
+     * too (a second-chance group may have taken a backed-out group's place). */
+    int backed_out = 0;
+    for (int round = 0; st == AF_OK && cfg->verify && round < 4; round++) {
+        double t4 = af_now_ms();
+        af_verify_options vo = {.isa = isa, .rtol = cfg->verify_rtol, .atol = cfg->verify_atol};
+        af_verify_result vr;
+        st = af_sched_verify(g, &res->candidates, plan, &vo, &vr, err);
+        res->verify_ms += af_now_ms() - t4;
+        if (st != AF_OK) {
+            af_exec_plan_free(plan);
+            break;
+        }
+        backed_out += vr.n_failed;
+        if (vr.n_failed == 0 || round == 3) {
+            if (vr.n_checked == 0 && vr.note[0] && strncmp(vr.note, "verify:", 7) != 0)
+                snprintf(res->verify_note, sizeof res->verify_note, "%s", vr.note); /* skipped, and why */
+            else
+                snprintf(res->verify_note, sizeof res->verify_note,
+                         "verify: %d fused groups backed out (reason \"numeric check\"); the plan's %d fused groups "
+                         "match their unfused ops", backed_out, vr.n_failed ? 0 : vr.n_checked);
+        }
+        if (vr.n_failed == 0) break;
+        if (round == 3) /* still failing: no group goes unchecked, so none stays */
+            for (int k = 0; k < res->candidates.n; k++) {
+                af_fusion_candidate *c = &res->candidates.items[k];
+                if (!c->accepted) continue;
+                c->accepted = false;
+                snprintf(c->reason, sizeof c->reason, "numeric check: not verified (verification rounds exhausted)");
+            }
+        af_exec_plan_free(plan);
+        af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level};
+        st = af_sched_build(g, &res->candidates, &o, plan, err);
+    }
     if (st != AF_OK) af_fusion_result_free(res);
     return st;
 }
@@ -74,4 +109,5 @@ void af_fusion_report_write(const af_graph *g, const af_fusion_result *res, FILE
             "packing, also done unfused) %.2f ms\n",
             res->pattern_ms + res->cost_ms + res->sched_ms, res->pattern_ms, res->cost_ms, res->sched_ms,
             res->prepare_ms);
+    if (res->verify_note[0]) fprintf(out, "%s (%.1f ms)\n", res->verify_note, res->verify_ms);
 }

@@ -25,6 +25,8 @@ typedef struct af_fusion_result {
     int fusion_level;
     double pattern_ms, cost_ms, sched_ms; /* wall time of each layer (sched without kernel preparation) */
     double prepare_ms;                    /* preparing the kernels: packing weights, unfused or fused alike */
+    double verify_ms;                     /* the verify mode's runs (config "verify"), 0 when off */
+    char verify_note[256];                /* its one-line summary, "" when off */
 } af_fusion_result;
 
 /* Builds the plan for cfg->fusion_level (0: the unfused plan). On failure nothing is allocated. */

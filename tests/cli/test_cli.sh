@@ -48,6 +48,17 @@ grep -q '^fusion pass: ' "$tmp/fuse.txt"; check "fuse reports the pass's time" $
 printf '{"fusion_policy": {"conv_residual": "never"}}' >"$tmp/cfg.json"
 "$AF" fuse $M/model.onnx --config "$tmp/cfg.json" >"$tmp/fuse2.txt" 2>&1
 grep -q 'policy never for conv_residual' "$tmp/fuse2.txt"; check "fuse --config applies a policy and says why" $?
+printf '{"verify": true}' >"$tmp/verify.json"
+"$AF" fuse $M/model.onnx --config "$tmp/verify.json" >"$tmp/verify.txt" 2>&1
+grep -q '^verify: 0 fused groups backed out.* [1-9][0-9]* fused groups match' "$tmp/verify.txt"
+check "verify checks every fused group and keeps the ones that match" $?
+printf '{"verify": true, "verify_tolerance": {"rtol": 0, "atol": 0}}' >"$tmp/verify0.json"
+# Folding BatchNorm into the Conv weights changes the last bits, so exactness fails there.
+"$AF" fuse ${M}_bn/model.onnx --config "$tmp/verify0.json" >"$tmp/verify0.txt" 2>&1
+grep -q 'numeric check: max error' "$tmp/verify0.txt" && grep -q '^verify: [1-9][0-9]* fused groups backed out' "$tmp/verify0.txt"
+check "verify backs out groups beyond the tolerance, saying why" $?
+"$AF" run ${M}_bn/model.onnx --config "$tmp/verify0.json" --inputs ${M}_bn/test_data_set_0 >/dev/null 2>&1
+check "a session whose groups were all backed out still runs" $?
 printf '{"fusion_levle": 2}' >"$tmp/bad.json"
 "$AF" run $M/model.onnx --config "$tmp/bad.json" >/dev/null 2>"$tmp/err.txt"
 [ $? -ne 0 ] && grep -q 'fusion_levle' "$tmp/err.txt"; check "unknown config key is an error naming it" $?
