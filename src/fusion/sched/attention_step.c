@@ -19,32 +19,6 @@ typedef struct attention_state {
     int n_threads;
 } attention_state;
 
-static bool in_group(const af_fusion_candidate *c, int node) {
-    for (int i = 0; i < c->n_nodes; i++)
-        if (c->nodes[i] == node) return true;
-    return false;
-}
-
-/* The group node producing value v, or NULL when v comes from outside the group. */
-static const af_node *producer_in(const af_graph *g, const af_fusion_candidate *c, int v) {
-    int p = v >= 0 ? g->values[v].producer : -1;
-    return p >= 0 && in_group(c, p) ? &g->nodes[p] : NULL;
-}
-
-/* The single group node reading v. */
-static const af_node *consumer_in(const af_graph *g, const af_fusion_candidate *c, int v) {
-    const af_node *found = NULL;
-    for (int i = 0; i < c->n_nodes; i++) {
-        const af_node *n = &g->nodes[c->nodes[i]];
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] == v) {
-                if (found && found != n) return NULL;
-                found = n;
-            }
-    }
-    return found;
-}
-
 static bool perm_is(const af_node *t, const int64_t *want) {
     const int64_t *p;
     if (!t || t->op != AF_OP_TRANSPOSE || af_node_attr_ints(t, "perm", &p) != 4) return false;
@@ -61,12 +35,12 @@ static const float *scalar_const(const af_graph *g, int v) {
 /* Follows Transpose(perm) <- Reshape [B,S,H,D] back to the projection value; -1 if the form differs. */
 static int projection(const af_graph *g, const af_fusion_candidate *c, int v, const int64_t *perm, int64_t *heads,
                       int64_t *head_dim) {
-    const af_node *t = producer_in(g, c, v);
+    const af_node *t = af_group_producer(g, c, v);
     if (!perm_is(t, perm)) return -1;
-    const af_node *r = producer_in(g, c, t->inputs[0]);
+    const af_node *r = af_group_producer(g, c, t->inputs[0]);
     if (!r || r->op != AF_OP_RESHAPE) return -1;
     const af_tensor *rs = &g->values[r->outputs[0]].t, *src = &g->values[r->inputs[0]].t;
-    if (rs->rank != 4 || src->rank != 3 || producer_in(g, c, r->inputs[0])) return -1;
+    if (rs->rank != 4 || src->rank != 3 || af_group_producer(g, c, r->inputs[0])) return -1;
     *heads = rs->dims[2];
     *head_dim = rs->dims[3];
     return r->inputs[0];
@@ -125,7 +99,7 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     int mask = -1, v = sm->inputs[0];
     const af_node *qk = NULL;
     for (int hops = 0; hops < 3 && !qk; hops++) {
-        const af_node *n = producer_in(g, c, v);
+        const af_node *n = af_group_producer(g, c, v);
         if (!n) break;
         if (n->op == AF_OP_MAT_MUL) {
             qk = n;
@@ -135,7 +109,7 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
             v = n->inputs[0];
         } else if (n->op == AF_OP_ADD && mask < 0) {
             int a = n->inputs[0], b = n->inputs[1];
-            bool a_in = producer_in(g, c, a) != NULL, b_in = producer_in(g, c, b) != NULL;
+            bool a_in = af_group_producer(g, c, a) != NULL, b_in = af_group_producer(g, c, b) != NULL;
             if (a_in == b_in) break;
             mask = a_in ? b : a;
             v = a_in ? a : b;
@@ -146,36 +120,28 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     int64_t hq = 0, dq = 0, hk = 0, dk = 0, hv = 0, dv = 0;
     int qv = qk ? projection(g, c, qk->inputs[0], to_heads, &hq, &dq) : -1;
     int kv = qk ? projection(g, c, qk->inputs[1], to_heads_t, &hk, &dk) : -1;
-    const af_node *pv = consumer_in(g, c, sm->outputs[0]);
+    const af_node *pv = af_group_consumer(g, c, sm->outputs[0]);
     int vv = pv && pv->op == AF_OP_MAT_MUL && pv->inputs[0] == sm->outputs[0]
                  ? projection(g, c, pv->inputs[1], to_heads, &hv, &dv)
                  : -1;
-    const af_node *t = pv ? consumer_in(g, c, pv->outputs[0]) : NULL;
-    const af_node *r = perm_is(t, to_heads) ? consumer_in(g, c, t->outputs[0]) : NULL;
+    const af_node *t = pv ? af_group_consumer(g, c, pv->outputs[0]) : NULL;
+    const af_node *r = perm_is(t, to_heads) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
     if (qv < 0 || kv < 0 || vv < 0 || !r || r->op != AF_OP_RESHAPE || r->outputs[0] != c->output ||
         hq != hk || hq != hv || dq != dk || dq != dv || hq <= 0 || dq <= 0) {
         snprintf(why, why_size, "the group is not the exported self-attention form");
         return false;
     }
     attention_state *st = af_calloc(1, sizeof *st);
-    af_node *kn = af_calloc(1, sizeof *kn);
-    int *ins = af_malloc(4 * sizeof *ins), *outs = af_malloc(sizeof *outs);
-    char *name = af_malloc(strlen(sm->name) + 1), *op_type = af_malloc(8), *domain = af_malloc(1);
-    if (!st || !kn || !ins || !outs || !name || !op_type || !domain) {
-        af_free(st), af_free(kn), af_free(ins), af_free(outs), af_free(name), af_free(op_type), af_free(domain);
+    /* The kernel's own node: the four values it reads, standing in for the group. */
+    int ins[4] = {qv, kv, vv, mask};
+    af_node *kn = st ? af_sched_kernel_node(sm, "Softmax", ins, mask >= 0 ? 4 : 3, c->output) : NULL;
+    if (!kn) {
+        af_free(st);
         snprintf(why, why_size, "out of memory");
         return false;
     }
     *st = (attention_state){.isa = o->isa, .heads = hq, .head_dim = dq, .scale = scale, .has_mask = mask >= 0,
                             .n_threads = o->n_threads};
-    /* The kernel's own node: the four values it reads, standing in for the group. */
-    strcpy(name, sm->name);
-    strcpy(op_type, "Softmax");
-    domain[0] = 0;
-    ins[0] = qv, ins[1] = kv, ins[2] = vv, ins[3] = mask;
-    outs[0] = c->output;
-    *kn = (af_node){.name = name, .op_type = op_type, .domain = domain, .op = AF_OP_SOFTMAX,
-                    .n_inputs = mask >= 0 ? 4 : 3, .inputs = ins, .n_outputs = 1, .outputs = outs};
     s->kernel_node = kn;
     const af_tensor *qt = &g->values[qv].t;
     af_attention_desc d = af_attention_desc_packed(qt->dims[0] > 0 ? qt->dims[0] : 1, qt->dims[1] > 0 ? qt->dims[1] : 1,

@@ -20,23 +20,6 @@ typedef struct ln_parts {
     int used;                     /* group nodes accounted for */
 } ln_parts;
 
-static const af_node *producer_in(const af_graph *g, const af_fusion_candidate *c, int v) {
-    if (v < 0) return NULL;
-    for (int i = 0; i < c->n_nodes; i++)
-        if (g->nodes[c->nodes[i]].outputs[0] == v) return &g->nodes[c->nodes[i]];
-    return NULL;
-}
-
-static const af_node *consumer_in(const af_graph *g, const af_fusion_candidate *c, int v, af_op op) {
-    for (int i = 0; i < c->n_nodes; i++) {
-        const af_node *n = &g->nodes[c->nodes[i]];
-        if (n->op != op) continue;
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] == v) return n;
-    }
-    return NULL;
-}
-
 static const af_tensor *const_float(const af_graph *g, int v) {
     return v >= 0 && g->values[v].kind == AF_VALUE_CONST && g->values[v].t.dtype == AF_DTYPE_FLOAT &&
                    g->values[v].t.data
@@ -78,13 +61,13 @@ static bool decomposed(const af_graph *g, const af_fusion_candidate *c, ln_parts
     const af_node *div = NULL;
     for (int i = 0; i < c->n_nodes; i++)
         if (g->nodes[c->nodes[i]].op == AF_OP_DIV) div = &g->nodes[c->nodes[i]];
-    const af_node *sub = div ? producer_in(g, c, div->inputs[0]) : NULL;
-    const af_node *sd = div ? producer_in(g, c, div->inputs[1]) : NULL;
-    const af_node *add_eps = sd && sd->op == AF_OP_SQRT ? producer_in(g, c, sd->inputs[0]) : NULL;
+    const af_node *sub = div ? af_group_producer(g, c, div->inputs[0]) : NULL;
+    const af_node *sd = div ? af_group_producer(g, c, div->inputs[1]) : NULL;
+    const af_node *add_eps = sd && sd->op == AF_OP_SQRT ? af_group_producer(g, c, sd->inputs[0]) : NULL;
     const af_node *var = NULL, *sq = NULL, *mean = NULL;
     if (add_eps && add_eps->op == AF_OP_ADD && add_eps->n_inputs == 2) {
         for (int k = 0; k < 2 && !var; k++) {
-            const af_node *n = producer_in(g, c, add_eps->inputs[k]);
+            const af_node *n = af_group_producer(g, c, add_eps->inputs[k]);
             const af_tensor *e = const_float(g, add_eps->inputs[1 - k]);
             if (n && is_scalar_value(e, 0, true)) {
                 var = n;
@@ -92,12 +75,12 @@ static bool decomposed(const af_graph *g, const af_fusion_candidate *c, ln_parts
             }
         }
     }
-    if (var && mean_last_axis(g, var)) sq = producer_in(g, c, var->inputs[0]);
+    if (var && mean_last_axis(g, var)) sq = af_group_producer(g, c, var->inputs[0]);
     bool sq_ok = sub && sub->op == AF_OP_SUB && sq &&
                  ((sq->op == AF_OP_POW && sq->inputs[0] == sub->outputs[0] &&
                    is_scalar_value(const_float(g, sq->inputs[1]), 2.0f, false)) ||
                   (sq->op == AF_OP_MUL && sq->inputs[0] == sub->outputs[0] && sq->inputs[1] == sub->outputs[0]));
-    if (sq_ok) mean = producer_in(g, c, sub->inputs[1]);
+    if (sq_ok) mean = af_group_producer(g, c, sub->inputs[1]);
     if (!sq_ok || !mean_last_axis(g, mean) || mean->inputs[0] != sub->inputs[0]) {
         snprintf(why, n_why, "the group is not a LayerNorm decomposition");
         return false;
@@ -106,16 +89,16 @@ static bool decomposed(const af_graph *g, const af_fusion_candidate *c, ln_parts
     p->used = 7;
     p->axis = -1;
     int y = div->outputs[0];
-    const af_node *gamma = consumer_in(g, c, y, AF_OP_MUL);
-    if (!gamma || !const_float(g, other_input(gamma, y))) {
+    const af_node *gamma = af_group_consumer(g, c, y);
+    if (!gamma || gamma->op != AF_OP_MUL || !const_float(g, other_input(gamma, y))) {
         snprintf(why, n_why, "a LayerNorm decomposition without a constant scale");
         return false;
     }
     p->scale = other_input(gamma, y);
     p->used++;
     y = gamma->outputs[0];
-    const af_node *beta = consumer_in(g, c, y, AF_OP_ADD);
-    if (beta && const_float(g, other_input(beta, y))) {
+    const af_node *beta = af_group_consumer(g, c, y);
+    if (beta && beta->op == AF_OP_ADD && const_float(g, other_input(beta, y))) {
         p->bias = other_input(beta, y);
         p->used++;
         y = beta->outputs[0];
@@ -128,7 +111,7 @@ static bool decomposed(const af_graph *g, const af_fusion_candidate *c, ln_parts
 }
 
 static bool layernorm_op(const af_graph *g, const af_fusion_candidate *c, ln_parts *p, char *why, size_t n_why) {
-    const af_node *ln = producer_in(g, c, c->output);
+    const af_node *ln = af_group_producer(g, c, c->output);
     if (!ln || ln->op != AF_OP_LAYER_NORMALIZATION || ln->n_inputs < 2) return false;
     for (int k = 1; k < ln->n_outputs; k++)
         if (ln->outputs[k] >= 0) {
@@ -150,10 +133,10 @@ bool af_sched_build_layernorm(const af_graph *g, const af_fusion_candidate *c, c
     why[0] = 0;
     if (!layernorm_op(g, c, &p, why, why_size) && (why[0] || !decomposed(g, c, &p, why, why_size))) return false;
     /* The residual: an Add of two tensors from outside the group, shaped alike, making x. */
-    const af_node *res = producer_in(g, c, p.x);
+    const af_node *res = af_group_producer(g, c, p.x);
     if (res) {
-        if (res->op != AF_OP_ADD || res->n_inputs != 2 || producer_in(g, c, res->inputs[0]) ||
-            producer_in(g, c, res->inputs[1]) || !af_tensor_same_shape(&g->values[res->inputs[0]].t,
+        if (res->op != AF_OP_ADD || res->n_inputs != 2 || af_group_producer(g, c, res->inputs[0]) ||
+            af_group_producer(g, c, res->inputs[1]) || !af_tensor_same_shape(&g->values[res->inputs[0]].t,
                                                                       &g->values[res->inputs[1]].t) ||
             af_tensor_numel(&g->values[res->inputs[0]].t) < 0) {
             snprintf(why, why_size, "the LayerNorm's input is not a residual Add of two like tensors");

@@ -9,29 +9,6 @@
 #include "fusion/sched/sched.h"
 #include "ir/op.h"
 #include "kernels/fast/region.h"
-#include "util/alloc.h"
-
-static char *dup_string(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = af_malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
-af_node *af_sched_kernel_node(const af_node *like, const char *op_type, const int *inputs, int n_inputs, int output) {
-    af_node *kn = af_calloc(1, sizeof *kn);
-    int *ins = af_malloc((size_t)(n_inputs ? n_inputs : 1) * sizeof *ins), *outs = af_malloc(sizeof *outs);
-    char *name = dup_string(like->name), *type = dup_string(op_type), *domain = dup_string("");
-    if (!kn || !ins || !outs || !name || !type || !domain) {
-        af_free(kn), af_free(ins), af_free(outs), af_free(name), af_free(type), af_free(domain);
-        return NULL;
-    }
-    if (n_inputs) memcpy(ins, inputs, (size_t)n_inputs * sizeof *ins);
-    outs[0] = output;
-    *kn = (af_node){.name = name, .op_type = type, .domain = domain, .op = like->op, .n_inputs = n_inputs,
-                    .inputs = ins, .n_outputs = 1, .outputs = outs};
-    return kn;
-}
 
 /* Whether node n can be one instruction of a region: evaluated per element in the output's index
  * space. BatchNormalization is per channel, not per element of a flat tile, so it stays out. */

@@ -47,6 +47,11 @@ bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af
 bool af_sched_build_layernorm(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                               char *why, size_t why_size);
 
+/* The group member producing value v, or NULL when v comes from outside the group. */
+const af_node *af_group_producer(const af_graph *g, const af_fusion_candidate *c, int v);
+/* The single group member reading v; NULL when none or several do. */
+const af_node *af_group_consumer(const af_graph *g, const af_fusion_candidate *c, int v);
+
 /* A node standing for a fused group in the executor: reads `inputs`, writes `output`; named after
  * `like`. NULL when out of memory. Free with af_node_clear + af_free (af_step_release does). */
 af_node *af_sched_kernel_node(const af_node *like, const char *op_type, const int *inputs, int n_inputs, int output);

@@ -10,13 +10,6 @@
 #include "ir/op.h"
 #include "kernels/fast/squeeze_excite.h"
 
-static const af_node *producer_in(const af_graph *g, const af_fusion_candidate *c, int v) {
-    if (v < 0) return NULL;
-    for (int i = 0; i < c->n_nodes; i++)
-        if (g->nodes[c->nodes[i]].outputs[0] == v) return &g->nodes[c->nodes[i]];
-    return NULL;
-}
-
 static const float *const_data(const af_graph *g, int v, int64_t numel) {
     if (v < 0 || g->values[v].kind != AF_VALUE_CONST) return NULL;
     const af_tensor *t = &g->values[v].t;
@@ -44,30 +37,30 @@ static bool pointwise(const af_graph *g, const af_node *n, int64_t in_ch, int64_
 
 bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                        char *why, size_t why_size) {
-    const af_node *mul = producer_in(g, c, c->output);
+    const af_node *mul = af_group_producer(g, c, c->output);
     const af_node *gate = NULL, *conv2 = NULL, *act = NULL, *conv1 = NULL, *gap = NULL;
     int x = -1;
     if (mul && mul->op == AF_OP_MUL && mul->n_inputs == 2) {
         for (int k = 0; k < 2 && !gate; k++) {
-            const af_node *n = producer_in(g, c, mul->inputs[k]);
+            const af_node *n = af_group_producer(g, c, mul->inputs[k]);
             if (n && n->op != AF_OP_GLOBAL_AVERAGE_POOL) gate = n, x = mul->inputs[1 - k];
         }
     }
     af_se_desc d = {0};
     bool ok = gate && af_sched_activation_step(g, gate, &d.gate);
-    if (ok) conv2 = producer_in(g, c, gate->inputs[0]);
+    if (ok) conv2 = af_group_producer(g, c, gate->inputs[0]);
     if (ok && conv2 && conv2->op != AF_OP_CONV) ok = false;
     if (ok) {
-        const af_node *n = producer_in(g, c, conv2->inputs[0]);
+        const af_node *n = af_group_producer(g, c, conv2->inputs[0]);
         if (n && n->op != AF_OP_CONV) {
             act = n;
             ok = af_sched_activation_step(g, act, &d.act);
             d.has_act = true;
-            n = ok ? producer_in(g, c, act->inputs[0]) : NULL;
+            n = ok ? af_group_producer(g, c, act->inputs[0]) : NULL;
         }
         conv1 = n;
     }
-    if (ok && conv1) gap = producer_in(g, c, conv1->inputs[0]);
+    if (ok && conv1) gap = af_group_producer(g, c, conv1->inputs[0]);
     const af_tensor *xt = x >= 0 ? &g->values[x].t : NULL;
     ok = ok && gap && gap->op == AF_OP_GLOBAL_AVERAGE_POOL && gap->inputs[0] == x && xt->rank == 4 &&
          xt->dims[1] > 0 && xt->dtype == AF_DTYPE_FLOAT;
