@@ -3,7 +3,7 @@
  *
  *   autofusion inspect MODEL
  *   autofusion run MODEL [--input NAME=FILE.pb ...] [--inputs DIR] [--output-dir DIR] [--threads N] [--seed S]
- *   autofusion bench MODEL [--warmup N] [--iterations N] [--threads N] [--level N] [--json] [--input ...]
+ *   autofusion bench MODEL [--warmup N] [--iterations N] [--threads N] [--level N] [--json] [--profile] [--input ...]
  *   autofusion fuse MODEL [--config FILE] [--level N] [--threads N]    (the fusion report)
  * run and bench also take --config FILE and --level N.
  *
@@ -34,7 +34,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: autofusion inspect MODEL\n"
                "       autofusion run MODEL [--input NAME=FILE.pb ...] [--inputs DIR] [--output-dir DIR] [--threads N] [--seed S]\n"
                "       autofusion bench MODEL [--warmup N] [--iterations N] [--threads N] [--level N] [--json]\n"
-               "                        [--input NAME=FILE.pb ...] [--reference] [--isa avx512|avx2|scalar]\n"
+               "                        [--profile] [--input NAME=FILE.pb ...] [--reference] [--isa avx512|avx2|scalar]\n"
                "       autofusion fuse MODEL [--config FILE] [--level N] [--threads N]\n"
                "  run, bench and fuse take --config FILE (docs/config.md) and --level N (0-3; default: the config's)\n");
 }
@@ -136,7 +136,7 @@ static int random_input(const af_value_info *v, af_tensor *t) {
 
 /* Times `iterations` runs after `warmup`, and prints latency percentiles, throughput and memory. */
 static int bench_session(af_session *s, int n_in, const char **names, const af_tensor *inputs, int warmup,
-                         int iterations, int json, const char *path, int threads, double create_ms) {
+                         int iterations, int json, int profile, const char *path, int threads, double create_ms) {
     af_error err = {0};
     for (int i = 0; i < warmup; i++)
         if (af_session_run(s, n_in, names, inputs, &err) != AF_OK) return fail("%s: %s", path, err.message);
@@ -177,6 +177,12 @@ static int bench_session(af_session *s, int n_in, const char **names, const af_t
                t[iterations - 1], 1000.0 / mean, create_ms, (double)af_session_arena_bytes(s) / 1048576.0,
                (double)ru.ru_maxrss / 1024.0);
     free(t);
+    if (!profile) return 0;
+    /* Profiled runs come after the timed ones, so the clock reads never touch the latency figures. */
+    if (af_session_set_profiling(s, 1, &err) != AF_OK) return fail("%s: %s", path, err.message);
+    for (int i = 0; i < iterations; i++)
+        if (af_session_run(s, n_in, names, inputs, &err) != AF_OK) return fail("%s: %s", path, err.message);
+    af_session_profile_write(s, stdout);
     return 0;
 }
 
@@ -186,7 +192,7 @@ static int cmd_run(int argc, char **argv, int cmd) {
     const int bench = cmd == CMD_BENCH;
     const char *path = argv[0], *out_dir = NULL, *isa = NULL, *in_dir = NULL, *config = NULL;
     const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
-    int n_given = 0, threads = 0, warmup = 5, iterations = 20, level = -1, json = 0, reference = 0;
+    int n_given = 0, threads = 0, warmup = 5, iterations = 20, level = -1, json = 0, reference = 0, profile = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             char *eq = strchr(argv[++i], '=');
@@ -219,6 +225,8 @@ static int cmd_run(int argc, char **argv, int cmd) {
             config = argv[++i];
         } else if (bench && !strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (bench && !strcmp(argv[i], "--profile")) {
+            profile = 1;
         } else {
             usage(stderr);
             return fail("unknown option '%s'%s", argv[i], "");
@@ -303,7 +311,7 @@ static int cmd_run(int argc, char **argv, int cmd) {
         goto done;
     }
     if (bench) {
-        rc = bench_session(s, n_in, names, inputs, warmup, iterations, json, path, threads, t_create);
+        rc = bench_session(s, n_in, names, inputs, warmup, iterations, json, profile, path, threads, t_create);
         goto done;
     }
     double ms = now_ms();

@@ -208,6 +208,11 @@ int af_session_fusion_level(const af_session *session);
 int af_session_n_steps(const af_session *session);
 /* The instruction-set level the session's kernels use: "avx512", "avx2" or "scalar". */
 const char *af_session_isa(const af_session *session);
+/* Profiling: while on, every run adds each plan step's wall time to a per-step total (turning it
+ * on clears the totals). af_session_profile_write prints those totals per run: every step with its
+ * ops, then the time per op type (unfused) or per fusion rule, largest first. */
+af_status af_session_set_profiling(af_session *session, int on, af_error *err);
+void af_session_profile_write(const af_session *session, FILE *out);
 void af_session_free(af_session *session);
 
 /* ---- Tensor files (ONNX TensorProto, the backend test data format) --------------------------- */

@@ -4,6 +4,7 @@
 
 #include "ir/op_ctx.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/limits.h"
 
@@ -191,9 +192,11 @@ af_status af_exec_run(af_exec *e, af_error *err) {
     for (int i = 0; i < n_steps; i++) {
         const af_step *s = e->plan ? &e->plan->steps[i] : NULL;
         af_status st;
+        double t0 = e->step_ms ? af_now_ms() : 0;
         if (!s) st = run_single(e, &g->nodes[i], NULL, err);
         else if (s->output < 0) st = run_single(e, &g->nodes[s->anchor], &s->kernel, err);
         else st = run_fused(e, s, err);
+        if (e->step_ms) e->step_ms[i] += af_now_ms() - t0;
         if (st != AF_OK) return st;
         if (!s || !e->lifetimes) continue;
         /* Free heap values whose last reader just ran. */

@@ -35,6 +35,7 @@ typedef struct af_exec {
                                    defaults. Subgraph execs inherit their parent's. */
     const af_node *running;     /* the node whose kernel is running (If/Loop call back into us) */
     int64_t loop_iterations;    /* bodies the running Loop node has run */
+    double *step_ms;            /* per plan step: wall time added each run (profiling), or NULL */
 } af_exec;
 
 af_status af_exec_init(af_exec *e, const af_graph *g, af_exec *parent, af_error *err);

@@ -9,6 +9,7 @@
 #include "fusion/engine.h"
 #include "runtime/executor.h"
 #include "runtime/plan.h"
+#include "runtime/profile.h"
 #include "runtime/memory_plan.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -30,6 +31,8 @@ struct af_session {
     af_fusion_result fusion; /* how the plan was fused */
     af_limits limits;   /* the model's, with the session options' non-zero fields */
     atomic_flag running; /* set while af_session_run runs: a second, overlapping call is refused */
+    double *profile_ms;  /* per step, summed over profiled runs; NULL while profiling is off */
+    int profile_runs;
 };
 
 af_session_options af_session_options_default(void) {
@@ -40,6 +43,7 @@ void af_session_free(af_session *s) {
     if (!s) return;
     for (int i = 0; s->outputs && i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
     af_free(s->outputs);
+    af_free(s->profile_ms);
     af_exec_plan_free(&s->plan);
     af_fusion_result_free(&s->fusion);
     af_lifetimes_free(&s->lifetimes);
@@ -250,7 +254,9 @@ static af_status run_locked(af_session *s, int n_inputs, const char *const *name
         e.env[v] = inputs[i];
         e.env[v].nbytes = (size_t)af_tensor_numel(&inputs[i]) * af_dtype_size(inputs[i].dtype);
     }
+    e.step_ms = s->profile_ms;
     if ((st = af_exec_run(&e, err)) != AF_OK) goto done;
+    if (s->profile_ms) s->profile_runs++;
     for (int i = 0; i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
     for (int i = 0; i < s->n_outputs; i++)
         if ((st = af_exec_take(&e, g->outputs[i], &s->outputs[i], err)) != AF_OK) goto done;
@@ -311,3 +317,26 @@ uint64_t af_session_traffic_bytes(const af_session *s) {
 int af_session_fusion_level(const af_session *s) { return s ? s->plan.fusion_level : 0; }
 
 const char *af_session_isa(const af_session *s) { return s ? af_isa_name(s->isa) : "unknown"; }
+
+af_status af_session_set_profiling(af_session *s, int on, af_error *err) {
+    if (!s) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_set_profiling: NULL session");
+    if (atomic_flag_test_and_set(&s->running))
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_set_profiling: the session is running");
+    af_free(s->profile_ms);
+    s->profile_ms = NULL;
+    s->profile_runs = 0;
+    af_status st = AF_OK;
+    if (on && !(s->profile_ms = af_calloc((size_t)(s->plan.n_steps ? s->plan.n_steps : 1), sizeof *s->profile_ms)))
+        st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory for the profile");
+    atomic_flag_clear(&s->running);
+    return st;
+}
+
+void af_session_profile_write(const af_session *s, FILE *out) {
+    if (!s || !out) return;
+    if (!s->profile_ms || !s->profile_runs) {
+        fprintf(out, "no profile: turn profiling on and run first\n");
+        return;
+    }
+    af_profile_write(s->model->graph, &s->plan, s->profile_ms, s->profile_runs, out);
+}

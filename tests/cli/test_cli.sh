@@ -41,6 +41,12 @@ printf 'not a model' >"$tmp/bad.onnx"
 
 "$AF" frobnicate >/dev/null 2>&1; [ $? -ne 0 ]; check "unknown command exits non-zero" $?
 
+"$AF" bench $M/model.onnx --iterations 2 --warmup 0 --profile >"$tmp/prof.txt" 2>&1; check "bench --profile exits 0" $?
+steps=$(grep -Ec "^ +[0-9]+ +[0-9.]+ +[0-9.]+% +[A-Za-z]" "$tmp/prof.txt")
+planned=$(sed -n 's/^profile over 2 runs: .* in \([0-9]*\) steps$/\1/p' "$tmp/prof.txt")
+[ -n "$planned" ] && [ "$steps" -eq "$planned" ] && grep -q '^by kind:' "$tmp/prof.txt" && grep -q 'fused:conv' "$tmp/prof.txt"
+check "bench --profile times every plan step and sums them by kind" $?
+
 "$AF" fuse $M/model.onnx >"$tmp/fuse.txt" 2>&1; check "fuse exits 0" $?
 grep -q '^accepted groups:' "$tmp/fuse.txt" && grep -q 'conv_residual' "$tmp/fuse.txt"; check "fuse lists accepted groups by family" $?
 grep -q '^fusion pass: ' "$tmp/fuse.txt"; check "fuse reports the pass's time" $?

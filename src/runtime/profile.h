@@ -1,0 +1,14 @@
+/* The perf analyzer's report: per-step times of a profiled session, grouped by what ran. */
+#ifndef AF_RUNTIME_PROFILE_H
+#define AF_RUNTIME_PROFILE_H
+
+#include <stdio.h>
+
+#include "ir/graph.h"
+#include "runtime/plan.h"
+
+/* step_ms: total wall time per plan step over runs runs. Prints every step, then one line per
+ * kind of step (an unfused op type, or "fused:RULE"), largest first, each as ms per run and %. */
+void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double *step_ms, int runs, FILE *out);
+
+#endif
