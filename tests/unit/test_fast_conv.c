@@ -7,6 +7,7 @@
 typedef struct conv_case {
     int64_t n, cin, cout, h, w, k, stride, pad, group;
     bool bias;
+    int64_t dilation, pad_end; /* 0: 1, and pad_end = pad */
 } conv_case;
 
 static int64_t run_case(const conv_case *cc, af_isa isa, const fx_pools *pools, const char **name) {
@@ -16,7 +17,9 @@ static int64_t run_case(const conv_case *cc, af_isa isa, const fx_pools *pools, 
     fx_input(&f, fx_rand(4, (int64_t[]){cc->cout, cc->cin / cc->group, cc->k, cc->k}, -1, 1, 12), true);
     if (cc->bias) fx_input(&f, fx_rand(1, (int64_t[]){cc->cout}, -1, 1, 13), true);
     fx_ints(&f, "strides", 2, (int64_t[]){cc->stride, cc->stride});
-    fx_ints(&f, "pads", 4, (int64_t[]){cc->pad, cc->pad, cc->pad, cc->pad});
+    int64_t pe = cc->pad_end ? cc->pad_end : cc->pad, dil = cc->dilation ? cc->dilation : 1;
+    fx_ints(&f, "pads", 4, (int64_t[]){cc->pad, cc->pad, pe, pe});
+    fx_ints(&f, "dilations", 2, (int64_t[]){dil, dil});
     fx_int(&f, "group", cc->group);
     fx_outputs(&f, 1, 1);
     int64_t bad = fx_compare(&f, isa, pools, (fx_tol){1e-5, 1e-4, 0}, name);
@@ -33,16 +36,21 @@ AF_TEST(fast_conv_matches_reference) {
     for (int i = 0; i < n_isa; i++) {
         for (int64_t w = 1; w <= 40; w += (w < 20 ? 1 : 7)) {
             const conv_case cases[] = {
-                {1, 8, 8, w, w, 3, 1, 1, 8, true},   /* depthwise 3x3 stride 1 */
-                {1, 8, 8, w, w, 3, 2, 1, 8, false},  /* depthwise 3x3 stride 2 */
-                {1, 6, 6, w, w + 3, 5, 1, 2, 6, true}, /* depthwise 5x5 */
-                {2, 6, 6, w, w, 5, 2, 2, 6, true},   /* depthwise 5x5 stride 2, batch 2 */
-                {1, 5, 7, w, w, 1, 1, 0, 1, true},   /* pointwise */
-                {2, 4, 6, w, w, 3, 1, 1, 1, true},   /* im2col */
-                {1, 6, 4, w, w, 3, 2, 0, 2, false},  /* grouped, stride 2, no pad */
+                {1, 8, 8, w, w, 3, 1, 1, 8, true, 0, 0},   /* depthwise 3x3 stride 1 */
+                {1, 8, 8, w, w, 3, 2, 1, 8, false, 0, 0},  /* depthwise 3x3 stride 2 */
+                {1, 6, 6, w, w + 3, 5, 1, 2, 6, true, 0, 0}, /* depthwise 5x5 */
+                {2, 6, 6, w, w, 5, 2, 2, 6, true, 0, 0},   /* depthwise 5x5 stride 2, batch 2 */
+                {1, 5, 7, w, w, 1, 1, 0, 1, true, 0, 0},   /* pointwise */
+                {2, 4, 6, w, w, 3, 1, 1, 1, true, 0, 0},   /* im2col */
+                {1, 6, 4, w, w, 3, 2, 0, 2, false, 0, 0},  /* grouped, stride 2, no pad */
+                {1, 5, 5, w, w, 3, 1, 2, 5, true, 2, 0}, /* depthwise dilated */
+                {1, 5, 5, w, w, 3, 1, 1, 5, false, 1, 2}, /* depthwise, pads 1 and 2 (taller output) */
+                {1, 5, 5, w, w, 5, 2, 2, 5, false, 2, 3}, /* depthwise dilated stride 2, uneven pads */
             };
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-                if (cases[c].h + 2 * cases[c].pad < cases[c].k) continue; /* window larger than input */
+                const conv_case *cc = &cases[c];
+                int64_t span = (cc->k - 1) * (cc->dilation ? cc->dilation : 1) + 1;
+                if (cc->h + cc->pad + (cc->pad_end ? cc->pad_end : cc->pad) < span) continue; /* window larger than input */
                 const char *name = "";
                 int64_t bad = run_case(&cases[c], isas[i], &pools, &name);
                 if (bad < 0) continue;

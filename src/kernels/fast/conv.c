@@ -122,7 +122,8 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     const float *xd = x->data;
     float *yd = y->data;
     if (s->dw.weights)
-        return af_depthwise_conv_run(&s->dw, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool);
+        return af_depthwise_conv_run(&s->dw, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool, workspace,
+                                     k->workspace_bytes);
 
     const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups, kdim = cg * s->kh * s->kw;
     size_t col_bytes = s->pointwise ? 0 : (size_t)(kdim * hw) * sizeof(float);
@@ -193,6 +194,9 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         st = af_depthwise_conv_prepare(req->isa, w->data, cout, s->kh, s->kw, &s->dw);
         if (st != AF_OK) goto fail;
         k->name = af_depthwise_conv_name(&s->dw);
+        if (y->rank == 4 && y->dims[2] > 0 && y->dims[3] > 0) /* unknown sizes run the bounds-checked path */
+            k->workspace_bytes = af_depthwise_conv_scratch_bytes(&s->dw, &geo, y->dims[2], y->dims[3],
+                                                                 req->n_threads > 0 ? req->n_threads : 1);
     } else {
         s->pointwise = s->kh == 1 && s->kw == 1 && geo.stride[0] == 1 && geo.stride[1] == 1 &&
                        geo.pad_begin[0] == 0 && geo.pad_begin[1] == 0 && geo.pad_end[0] == 0 && geo.pad_end[1] == 0 &&

@@ -37,7 +37,18 @@ typedef struct dw_args {
     int64_t h, w, oh, ow;
     af_epilogue epi; /* bias first, then the fused steps */
     af_epilogue_tile_fn apply;
+    float *scratch;  /* per thread: one zero-padded plane of plane_floats, or NULL */
+    size_t plane_floats;
+    int64_t ph, pw;  /* the padded plane's rows and columns */
+    bool flat;       /* stride 1 with vectors: the flattened-plane path (scratch also holds its output) */
 } dw_args;
+
+/* Floats past a padded plane that the flattened path's last vectors may read: a pass is 64 floats
+ * and the last one starts below oh * pw, so it reaches 63 floats plus the widest column offset
+ * past the last output row's taps, which end at the plane's end. Their results are discarded. */
+static int64_t dw_slack(const af_depthwise_conv *dw, const af_conv_geom *geo) {
+    return 64 + (dw->kw - 1) * geo->dilation[1];
+}
 
 /* One output pixel with bounds checks: the border path. */
 static float dw_pixel(const dw_args *a, const float *plane, const float *wk, int64_t oy, int64_t ox) {
@@ -137,9 +148,111 @@ __attribute__((target("avx2,fma"))) static void row_avx2(const dw_args *a, const
     for (; ox < hi; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
 }
 
+/* Copies one input plane into a zero-padded one, so every tap of every output is inside it: on
+ * small planes (7x7, 14x14) the border is most of the output and the bounds-checked path would
+ * otherwise do most of the work. */
+static void pad_plane(const dw_args *a, const float *plane, float *p) {
+    const int64_t top = a->geo->pad_begin[0], left = a->geo->pad_begin[1];
+    for (int64_t r = 0; r < a->ph; r++) {
+        float *row = p + r * a->pw;
+        int64_t ir = r - top;
+        if (ir < 0 || ir >= a->h) {
+            memset(row, 0, (size_t)a->pw * sizeof(float));
+            continue;
+        }
+        int64_t c0 = left < a->pw ? left : a->pw, n = a->w < a->pw - c0 ? a->w : a->pw - c0;
+        memset(row, 0, (size_t)c0 * sizeof(float));
+        memcpy(row + c0, plane + ir * a->w, (size_t)n * sizeof(float));
+        memset(row + c0 + n, 0, (size_t)(a->pw - c0 - n) * sizeof(float));
+    }
+    memset(p + a->ph * a->pw, 0, (size_t)dw_slack(a->dw, a->geo) * sizeof(float));
+}
+
+/* Stride 1 on a padded plane: output (oy, ox) is sum w[ky,kx] * p[(oy + ky*dy) * pw + ox + kx*dx],
+ * a 1-D convolution over the flattened index q = oy * pw + ox. Computing every q in [0, oh * pw)
+ * (the columns past ow are discarded) keeps whole vectors busy even on 7-wide planes, with four
+ * accumulators per pass over the taps instead of one masked vector per row. */
+__attribute__((target("avx512f"))) static void flat_avx512(const dw_args *a, const float *p, const float *wk,
+                                                          float *out, int64_t q_total) {
+    const int64_t kh = a->dw->kh, kw = a->dw->kw, dy = a->geo->dilation[0] * a->pw, dx = a->geo->dilation[1];
+    for (int64_t q = 0; q < q_total; q += 64) {
+        __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+        for (int64_t ky = 0; ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++) {
+                const float *src = p + q + ky * dy + kx * dx;
+                __m512 w = _mm512_set1_ps(wk[ky * kw + kx]);
+                c0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(src), c0);
+                c1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(src + 16), c1);
+                c2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(src + 32), c2);
+                c3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(src + 48), c3);
+            }
+        _mm512_storeu_ps(out + q, c0);
+        _mm512_storeu_ps(out + q + 16, c1);
+        _mm512_storeu_ps(out + q + 32, c2);
+        _mm512_storeu_ps(out + q + 48, c3);
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void flat_avx2(const dw_args *a, const float *p, const float *wk, float *out,
+                                                         int64_t q_total) {
+    const int64_t kh = a->dw->kh, kw = a->dw->kw, dy = a->geo->dilation[0] * a->pw, dx = a->geo->dilation[1];
+    for (int64_t q = 0; q < q_total; q += 32) {
+        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+        for (int64_t ky = 0; ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++) {
+                const float *src = p + q + ky * dy + kx * dx;
+                __m256 w = _mm256_set1_ps(wk[ky * kw + kx]);
+                c0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(src), c0);
+                c1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(src + 8), c1);
+                c2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(src + 16), c2);
+                c3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(src + 24), c3);
+            }
+        _mm256_storeu_ps(out + q, c0);
+        _mm256_storeu_ps(out + q + 8, c1);
+        _mm256_storeu_ps(out + q + 16, c2);
+        _mm256_storeu_ps(out + q + 24, c3);
+    }
+}
+
+static void dw_task_padded(const dw_args *a, int task, int thread) {
+    const int64_t ch = task % a->dw->channels, img = task / a->dw->channels;
+    float *p = a->scratch + (size_t)thread * a->plane_floats;
+    pad_plane(a, a->x + (int64_t)task * a->h * a->w, p);
+    const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
+    float *yp = a->y + (int64_t)task * a->oh * a->ow;
+    if (a->flat) { /* stride 1, AVX2 or better */
+        float *out = p + a->ph * a->pw + dw_slack(a->dw, a->geo);
+        if (a->dw->isa == AF_ISA_AVX512) flat_avx512(a, p, wk, out, a->oh * a->pw);
+        else flat_avx2(a, p, wk, out, a->oh * a->pw);
+        for (int64_t oy = 0; oy < a->oh; oy++) memcpy(yp + oy * a->ow, out + oy * a->pw, (size_t)a->ow * sizeof(float));
+        if (a->epi.n_steps) a->apply(&a->epi, yp, a->oh * a->ow, 1, (int)(a->oh * a->ow), ch, 0, img);
+        return;
+    }
+    af_conv_geom geo = *a->geo;
+    geo.pad_begin[0] = geo.pad_begin[1] = 0;
+    dw_args pa = *a;
+    pa.geo = &geo;
+    pa.h = a->ph;
+    pa.w = a->pw;
+    const int64_t s = geo.stride[1];
+    bool vec512 = a->dw->isa == AF_ISA_AVX512 && (s == 1 || s == 2);
+    bool vec256 = a->dw->isa >= AF_ISA_AVX2 && s == 1 && !vec512;
+    for (int64_t oy = 0; oy < a->oh; oy++) {
+        float *yrow = yp + oy * a->ow;
+        if (vec512) row_avx512(&pa, p, wk, oy, yrow, 0, a->ow);
+        else if (vec256) row_avx2(&pa, p, wk, oy, yrow, 0, a->ow);
+        else
+            for (int64_t ox = 0; ox < a->ow; ox++) yrow[ox] = dw_pixel(&pa, p, wk, oy, ox);
+    }
+    if (a->epi.n_steps) a->apply(&a->epi, yp, a->oh * a->ow, 1, (int)(a->oh * a->ow), ch, 0, img);
+}
+
 static void dw_task(void *ctx, int task, int thread) {
-    (void)thread;
     const dw_args *a = ctx;
+    if (a->scratch) {
+        dw_task_padded(a, task, thread);
+        return;
+    }
     const int64_t ch = task % a->dw->channels, img = task / a->dw->channels;
     const float *plane = a->x + (int64_t)task * a->h * a->w;
     const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
@@ -161,12 +274,35 @@ static void dw_task(void *ctx, int task, int thread) {
     if (a->epi.n_steps) a->apply(&a->epi, yp, a->oh * a->ow, 1, (int)(a->oh * a->ow), ch, 0, img);
 }
 
+/* The padded plane, dw_slack floats read past it, then (for the flattened path) its output of
+ * oh * pw floats rounded up to a whole pass; a cache line multiple in all. */
+static size_t padded_plane_floats(const af_depthwise_conv *dw, const af_conv_geom *geo, int64_t oh, int64_t ow,
+                                  int64_t *ph, int64_t *pw) {
+    *ph = (oh - 1) * geo->stride[0] + (dw->kh - 1) * geo->dilation[0] + 1;
+    *pw = (ow - 1) * geo->stride[1] + (dw->kw - 1) * geo->dilation[1] + 1;
+    size_t out = ((size_t)(oh * *pw) + 63) & ~(size_t)63;
+    return ((size_t)(*ph * *pw + dw_slack(dw, geo)) + out + 15) & ~(size_t)15;
+}
+
+size_t af_depthwise_conv_scratch_bytes(const af_depthwise_conv *dw, const af_conv_geom *geo, int64_t oh, int64_t ow,
+                                       int n_threads) {
+    int64_t ph, pw;
+    if (oh <= 0 || ow <= 0) return 0;
+    return padded_plane_floats(dw, geo, oh, ow, &ph, &pw) * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
+}
+
 af_status af_depthwise_conv_run(const af_depthwise_conv *dw, const af_conv_geom *geo, const float *x, float *y,
                                 int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
-                                const af_epilogue *epi, af_threadpool *pool) {
+                                const af_epilogue *epi, af_threadpool *pool, void *scratch, size_t scratch_bytes) {
     if (oh * ow > 0x7fffffff || n * dw->channels > 0x7fffffff) return AF_ERR_LIMIT;
     dw_args a = {.dw = dw, .geo = geo, .x = x, .y = y, .h = h, .w = w, .oh = oh, .ow = ow,
                  .apply = af_epilogue_tile_fn_for(dw->isa)};
+    if (scratch && oh > 0 && ow > 0) {
+        a.plane_floats = padded_plane_floats(dw, geo, oh, ow, &a.ph, &a.pw);
+        size_t need = a.plane_floats * sizeof(float) * (size_t)af_threadpool_n_threads(pool);
+        if (need <= scratch_bytes) a.scratch = scratch; /* else the bounds-checked path */
+        a.flat = geo->stride[0] == 1 && geo->stride[1] == 1 && dw->isa >= AF_ISA_AVX2;
+    }
     af_epilogue_init(&a.epi);
     af_status st = AF_OK;
     if (bias) st = af_epilogue_vec(&a.epi, AF_EPI_BIAS_ROW, bias, NULL);
