@@ -4,17 +4,21 @@
 #include <string.h>
 
 #include "kernels/fast/vec_internal.h"
+#include "kernels/gemm/gemm.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
 #define SE_CHUNK 16384 /* elements per task in the two passes over x */
 
 typedef struct se_state {
-    af_se_desc d;                 /* weights point into `block` */
-    float *block;                 /* w1, b1, w2, b2 and C zeros, one allocation */
+    af_se_desc d;                 /* biases point into `block`; the weights live packed (w1, w2 NULL) */
+    float *block;                 /* b1, b2 and C zeros, one allocation */
     const float *zeros;
     const af_vec_kernels *vk;
-    af_epilogue_tile_fn apply;
+    af_isa isa;
+    af_gemm_packed *pw1, *pw2;    /* W1 [C', C] and W2 [C, C'] packed for the GEMM */
+    af_epilogue epi1, epi2;       /* bias then act; bias then gate */
+    size_t gemm_ws;               /* GEMM scratch, after the vectors in the workspace */
 } se_state;
 
 typedef struct se_job {
@@ -25,9 +29,16 @@ typedef struct se_job {
     bool scale_pass;
 } se_job;
 
+/* mean, hidden and gate, rounded up to a cache line so the GEMM scratch after them is aligned. */
+static size_t se_vectors_bytes(int64_t C, int64_t R) {
+    return ((size_t)(2 * C + R) * sizeof(float) + 63) & ~(size_t)63;
+}
+
 static void se_free(void *p) {
     se_state *s = p;
     if (!s) return;
+    af_gemm_packed_free(s->pw1);
+    af_gemm_packed_free(s->pw2);
     af_free(s->block);
     af_free(s);
 }
@@ -53,19 +64,32 @@ static void se_pass(se_job *j, af_threadpool *pool) {
     af_threadpool_run(n_tasks > 1 ? pool : NULL, n_tasks, se_task, j);
 }
 
-/* out[r] = b[r] + sum_k w[r * cols + k] * v[k], then the step. */
-static void matvec(const se_state *s, const float *w, const float *b, const float *v, int64_t rows, int64_t cols,
-                   const af_epi_step *step, float *out) {
-    for (int64_t r = 0; r < rows; r++) {
-        const float *wr = w + r * cols;
-        float acc = 0.0f;
-        for (int64_t k = 0; k < cols; k++) acc += wr[k] * v[k];
-        out[r] = acc + (b ? b[r] : 0.0f);
-    }
-    if (step) {
-        af_epilogue e = {.n_steps = 1, .steps = {*step}};
-        s->apply(&e, out, rows, 1, (int)rows, 0, 0, 0);
-    }
+/* out = W v + b, then the epilogue's step: a GEMM with one column on the packed weights, which
+ * computes it vectorized along the rows (a scalar dot product per row was 0.4 ms of a 7 ms
+ * MobileNetV3 run). */
+static af_status matvec(const se_state *s, const af_gemm_packed *w, int64_t rows, int64_t cols, const float *v,
+                        const af_epilogue *epi, float *out, void *ws, af_threadpool *pool) {
+    af_gemm_desc d = af_gemm_desc_default();
+    d.isa = s->isa;
+    d.M = rows;
+    d.N = 1;
+    d.K = cols;
+    d.packed_a = w;
+    d.B = v;
+    d.ldb = 1;
+    d.C = out;
+    d.ldc = 1;
+    d.epilogue = epi;
+    d.workspace = ws;
+    d.workspace_size = s->gemm_ws;
+    return af_sgemm(&d, pool);
+}
+
+static size_t se_gemm_ws(const se_state *s, int n_threads) {
+    af_gemm_desc d1 = {.isa = s->isa, .M = s->d.reduced, .N = 1, .K = s->d.channels, .packed_a = s->pw1, .batch = 1};
+    af_gemm_desc d2 = {.isa = s->isa, .M = s->d.channels, .N = 1, .K = s->d.reduced, .packed_a = s->pw2, .batch = 1};
+    size_t a = af_sgemm_workspace_size(&d1, n_threads), b = af_sgemm_workspace_size(&d2, n_threads);
+    return a > b ? a : b;
 }
 
 static af_status se_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
@@ -79,43 +103,58 @@ static af_status se_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi
         return af_ctx_fail(c, AF_ERR_RUNTIME, "squeeze-excite: X must be float32 [N, %lld, ...] like Y",
                            (long long)C);
     float *mean = workspace, *hidden = mean + C, *gate = hidden + s->d.reduced;
+    void *gemm_ws = (char *)workspace + se_vectors_bytes(C, s->d.reduced);
+    if (se_gemm_ws(s, af_threadpool_n_threads(pool)) > s->gemm_ws)
+        pool = NULL; /* more threads than prepared for: the caller alone fits the scratch */
     const int64_t plane = af_dims_numel(x->rank - 2, x->dims + 2);
     for (int64_t n = 0; n < x->dims[0]; n++) {
         se_job j = {.s = s, .x = (const float *)x->data + n * C * plane, .y = (float *)y->data + n * C * plane,
                     .mean = mean, .gate = gate, .plane = plane};
         se_pass(&j, pool);
-        matvec(s, s->d.w1, s->d.b1, mean, s->d.reduced, C, s->d.has_act ? &s->d.act : NULL, hidden);
-        matvec(s, s->d.w2, s->d.b2, hidden, C, s->d.reduced, &s->d.gate, gate);
+        af_status st = matvec(s, s->pw1, s->d.reduced, C, mean, &s->epi1, hidden, gemm_ws, pool);
+        if (st == AF_OK) st = matvec(s, s->pw2, C, s->d.reduced, hidden, &s->epi2, gate, gemm_ws, pool);
+        if (st != AF_OK) return af_ctx_fail(c, st, "squeeze-excite: matrix-vector product failed");
         j.scale_pass = true;
         se_pass(&j, pool);
     }
     return AF_OK;
 }
 
-af_status af_se_kernel_make(const af_se_desc *d, af_isa isa, af_kernel *k, af_error *err) {
+af_status af_se_kernel_make(const af_se_desc *d, af_isa isa, int n_threads, af_kernel *k, af_error *err) {
     memset(k, 0, sizeof *k);
     const int64_t C = d->channels, R = d->reduced;
     if (C <= 0 || R <= 0 || !d->w1 || !d->w2 || C > (int64_t)1 << 24 || R > (int64_t)1 << 24)
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "squeeze-excite: bad description");
     se_state *s = af_calloc(1, sizeof *s);
-    size_t n = (size_t)(2 * R * C + R + 2 * C);
+    size_t n = (size_t)(R + 2 * C);
     float *block = s ? af_calloc(n, sizeof *block) : NULL;
     if (!block) {
         af_free(s);
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing a squeeze-excite kernel");
     }
-    float *w1 = block, *b1 = w1 + R * C, *w2 = b1 + R, *b2 = w2 + C * R, *zeros = b2 + C;
-    memcpy(w1, d->w1, (size_t)(R * C) * sizeof *w1);
-    memcpy(w2, d->w2, (size_t)(C * R) * sizeof *w2);
+    float *b1 = block, *b2 = b1 + R, *zeros = b2 + C;
     if (d->b1) memcpy(b1, d->b1, (size_t)R * sizeof *b1);
     if (d->b2) memcpy(b2, d->b2, (size_t)C * sizeof *b2);
     s->d = *d;
-    s->d.w1 = w1, s->d.b1 = b1, s->d.w2 = w2, s->d.b2 = b2;
+    s->d.w1 = s->d.w2 = NULL, s->d.b1 = b1, s->d.b2 = b2;
     s->block = block;
     s->zeros = zeros;
     s->vk = af_vec_kernels_for(isa);
-    s->apply = af_epilogue_tile_fn_for(isa);
+    s->isa = af_cpu_isa_clamp(isa);
+    af_epilogue_init(&s->epi1);
+    af_epilogue_init(&s->epi2);
+    af_status st = af_epilogue_vec(&s->epi1, AF_EPI_BIAS_ROW, b1, NULL);
+    if (st == AF_OK && d->has_act) st = af_epilogue_push(&s->epi1, &d->act);
+    if (st == AF_OK) st = af_epilogue_vec(&s->epi2, AF_EPI_BIAS_ROW, b2, NULL);
+    if (st == AF_OK) st = af_epilogue_push(&s->epi2, &d->gate);
+    if (st == AF_OK) st = af_gemm_pack_a(s->isa, 1, R, C, d->w1, C, false, 0, &s->pw1);
+    if (st == AF_OK) st = af_gemm_pack_a(s->isa, 1, C, R, d->w2, R, false, 0, &s->pw2);
+    if (st != AF_OK) {
+        se_free(s);
+        return af_errorf(err, st, "cannot prepare a squeeze-excite kernel (%s)", af_status_name(st));
+    }
+    s->gemm_ws = se_gemm_ws(s, n_threads > 0 ? n_threads : 1);
     *k = (af_kernel){.name = "f32_squeeze_excite", .state = s, .run = se_run, .free_state = se_free,
-                     .workspace_bytes = (size_t)(2 * C + R) * sizeof(float)};
+                     .workspace_bytes = se_vectors_bytes(C, R) + s->gemm_ws};
     return AF_OK;
 }

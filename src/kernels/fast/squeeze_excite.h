@@ -3,10 +3,10 @@
  * the channel gate applied to each plane. MobileNetV3 and EfficientNet blocks: the pooled vector
  * and the two 1x1 convolutions on it are tiny, so unfused they cost more in kernel calls and
  * intermediate tensors than in arithmetic. Two passes over x (mean, then scale), parallel over
- * channels; the matrix-vector products run on the caller.
+ * channels; the matrix-vector products run on the GEMM with prepacked weights.
  *
  *   af_se_desc d = {.channels = C, .reduced = Cr, .w1 = ..., .gate = {.op = AF_EPI_HARD_SIGMOID, ...}};
- *   af_se_kernel_make(&d, isa, &k, err);      // copies the weights; k.run on [N, C, H, W]
+ *   af_se_kernel_make(&d, isa, n_threads, &k, err);   // packs the weights; k.run on [N, C, H, W]
  */
 #ifndef AF_KERNELS_FAST_SQUEEZE_EXCITE_H
 #define AF_KERNELS_FAST_SQUEEZE_EXCITE_H
@@ -22,6 +22,7 @@ typedef struct af_se_desc {
     af_epi_step gate;           /* after the second (HardSigmoid or Sigmoid) */
 } af_se_desc;
 
-af_status af_se_kernel_make(const af_se_desc *d, af_isa isa, af_kernel *k, af_error *err);
+/* n_threads: the session's, to size the GEMM scratch in the kernel's workspace. */
+af_status af_se_kernel_make(const af_se_desc *d, af_isa isa, int n_threads, af_kernel *k, af_error *err);
 
 #endif
