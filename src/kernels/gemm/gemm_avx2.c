@@ -45,6 +45,12 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
         for (int v = 0; v < NV; v++) acc[i][v] = _mm256_setzero_ps();
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
+        /* So do the residual's: each of its MR rows is another stream, which the hardware
+         * prefetchers do not follow once C, A and B take theirs. */
+        if (t->fused && t->fused->residual) {
+            _mm_prefetch((const char *)(t->fused->residual + i * t->fused->res_ld), _MM_HINT_T0);
+            _mm_prefetch((const char *)(t->fused->residual + i * t->fused->res_ld + nr - 1), _MM_HINT_T0);
+        }
     }
     for (int64_t k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = NV > 1 ? _mm256_loadu_ps(b + 8) : b0;

@@ -37,6 +37,12 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
         /* The C tile's lines arrive while the k loop runs instead of stalling the stores. */
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
+        /* So do the residual's: each of its MR rows is another stream, which the hardware
+         * prefetchers do not follow once C, A and B take theirs. */
+        if (t->fused && t->fused->residual) {
+            _mm_prefetch((const char *)(t->fused->residual + i * t->fused->res_ld), _MM_HINT_T0);
+            _mm_prefetch((const char *)(t->fused->residual + i * t->fused->res_ld + nr - 1), _MM_HINT_T0);
+        }
     }
     for (int64_t k = 0; k < kc; k++) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = NV > 1 ? _mm512_loadu_ps(b + 16) : b0;
