@@ -376,13 +376,14 @@ AF_TEST(gemm_threads_and_packing_bit_identical) {
 }
 
 AF_TEST(gemm_fused_epilogue_matches_applier) {
-    /* A program the microkernel runs in registers versus the same program made unfusable by a
-     * trailing * 1 (exact), which sends it through the tile applier: the bits must agree. */
+    /* A program the microkernel runs in registers (all of it, or a prefix with the rest in the
+     * tile applier) versus the same program made unfusable by a leading * 1 (exact), which sends
+     * all of it through the tile applier: the bits must agree. */
     fill_vectors();
     enum { M = 45, N = 77, K = 30, LDR = 80 };
     static float resid[2 * M * LDR];
     for (int i = 0; i < 2 * M * LDR; i++) resid[i] = frand();
-    for (int variant = 0; variant < 3; variant++) {
+    for (int variant = 0; variant < 5; variant++) {
         af_epilogue fused, plain;
         af_epilogue_init(&fused);
         af_epi_step steps[4];
@@ -392,14 +393,17 @@ AF_TEST(gemm_fused_epilogue_matches_applier) {
         const af_epi_step bias_n = {.op = AF_EPI_BIAS_COL, .p = vec_n[0], .batch_stride = 80};
         const af_epi_step add = {.op = AF_EPI_ADD, .p = resid, .ld = LDR, .batch_stride = M * LDR};
         const af_epi_step clip = {.op = AF_EPI_CLIP, .a = -0.25f, .b = 0.5f}, relu = {.op = AF_EPI_RELU};
+        const af_epi_step hswish = {.op = AF_EPI_HARD_SWISH}, gelu = {.op = AF_EPI_GELU_ERF};
         if (variant == 0) steps[n++] = scale;
-        if (variant == 1) steps[n++] = bias_m;
-        if (variant != 0) steps[n++] = bias_n;
-        if (variant != 1) steps[n++] = add;
-        steps[n++] = variant == 2 ? clip : relu;
+        if (variant == 1 || variant >= 3) steps[n++] = bias_m;
+        if (variant == 1 || variant == 2) steps[n++] = bias_n;
+        if (variant != 1 && variant != 3) steps[n++] = add;
+        /* 3: HardSwish in registers; 4: bias + residual in registers, then GELU in the applier */
+        steps[n++] = variant == 2 ? clip : variant == 3 ? hswish : variant == 4 ? gelu : relu;
         for (int i = 0; i < n; i++) CHECK(af_epilogue_push(&fused, &steps[i]) == AF_OK);
-        plain = fused;
+        af_epilogue_init(&plain);
         CHECK(af_epilogue_unary(&plain, AF_EPI_MUL_SCALAR, 1.0f, 0) == AF_OK);
+        for (int i = 0; i < n; i++) CHECK(af_epilogue_push(&plain, &steps[i]) == AF_OK);
         gcase c = {.M = M, .N = N, .K = K, .batch = 2, .alpha = 1.0f, .beta = variant == 1 ? 1.0f : 0.0f, .sa = -1,
                    .sb = -1, .sc = -1, .epi = &fused};
         gbufs g;

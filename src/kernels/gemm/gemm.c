@@ -197,10 +197,11 @@ static void run_k0_tile(const gemm_run *r, int64_t b, int64_t m_lo, int64_t m_hi
                                  (int)min64(r->cfg->nr, n_hi - n), m, n, b);
 }
 
-/* Turns an epilogue program into the in-register steps of af_gemm_fused when it has their shape
- * and order: [BIAS_ROW | SCALE_SHIFT_ROW] [BIAS_COL] [ADD] [RELU | CLIP], each optional; vectors
- * offset to batch item b. Returns false for anything else (the tile applier runs instead). */
-static bool compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f) {
+/* Turns the longest prefix of an epilogue program that has the in-register steps' shape and
+ * order, [BIAS_ROW | SCALE_SHIFT_ROW] [BIAS_COL] [ADD] [RELU | CLIP | HARD_SWISH], each optional,
+ * into af_gemm_fused (vectors offset to batch item b); returns its length. The rest of the
+ * program (a GELU, say) runs in the tile applier after the store, one pass per step. */
+static int compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f) {
     *f = (af_gemm_fused){.lo = -INFINITY, .hi = INFINITY};
     int i = 0;
     const af_epi_step *s = e->steps;
@@ -217,9 +218,12 @@ static bool compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f) {
         f->lo = s[i].op == AF_EPI_RELU ? 0.0f : s[i].a;
         f->hi = s[i].op == AF_EPI_RELU ? INFINITY : s[i].b;
         i++;
+    } else if (i < e->n_steps && s[i].op == AF_EPI_HARD_SWISH) {
+        f->hard_swish = true;
+        i++;
     }
 #undef VEC
-    return i == e->n_steps;
+    return i;
 }
 
 /* The fused steps for the tile at (m, n) of the batch item f was compiled for. */
@@ -266,7 +270,16 @@ static void run_task(void *ctx, int task, int thread) {
     float *C = d->C + b * d->stride_c;
     const af_epilogue *epi = d->epilogue && d->epilogue->n_steps ? d->epilogue : NULL;
     af_gemm_fused fb;
-    const bool use_fused = epi && cfg->fused && compile_fused(epi, b, &fb);
+    const int n_fused = epi && cfg->fused ? compile_fused(epi, b, &fb) : 0;
+    const bool use_fused = n_fused > 0;
+    af_epilogue rest; /* the steps the tile applier runs after the store */
+    const af_epilogue *after = epi;
+    if (use_fused) {
+        rest = *epi;
+        rest.n_steps = epi->n_steps - n_fused;
+        memmove(rest.steps, epi->steps + n_fused, (size_t)rest.n_steps * sizeof rest.steps[0]);
+        after = rest.n_steps ? &rest : NULL;
+    }
 
     /* Unpacked operands are packed panel by panel just before their first use (B panels during
      * the first M block, A panels during the first B panel), and the source of the next panel is
@@ -357,7 +370,7 @@ static void run_task(void *ctx, int task, int thread) {
                                                      .fused = fuse ? &ft : NULL};
                         cfg->tile(&t);
                         pf_ld = 0; /* one kernel per panel prefetches */
-                        if (last && epi && !use_fused) cfg->epilogue(epi, cp, d->ldc, mr, nr, ic + ir, jc + jr, b);
+                        if (last && after) cfg->epilogue(after, cp, d->ldc, mr, nr, ic + ir, jc + jr, b);
                     }
                 }
             }

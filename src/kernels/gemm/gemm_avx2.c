@@ -28,6 +28,10 @@ TARGET static inline __attribute__((always_inline)) __m256 fused_vec(const af_ge
         x = _mm256_add_ps(x, full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m));
     }
     if (f->clamp) x = _mm256_min_ps(_mm256_set1_ps(f->hi), _mm256_max_ps(_mm256_set1_ps(f->lo), x));
+    if (f->hard_swish) { /* as the epilogue applier computes it, NaN passing through */
+        __m256 g = _mm256_fmadd_ps(x, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+        x = _mm256_mul_ps(x, _mm256_max_ps(_mm256_setzero_ps(), _mm256_min_ps(_mm256_set1_ps(1.0f), g)));
+    }
     return x;
 }
 

@@ -18,6 +18,10 @@ TARGET static inline __attribute__((always_inline)) __m512 fused_vec(const af_ge
     if (f->col_shift) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, f->col_shift + 16 * v));
     if (f->residual) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, f->residual + i * f->res_ld + 16 * v));
     if (f->clamp) x = _mm512_min_ps(_mm512_set1_ps(f->hi), _mm512_max_ps(_mm512_set1_ps(f->lo), x));
+    if (f->hard_swish) { /* as the epilogue applier computes it, NaN passing through */
+        __m512 g = _mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+        x = _mm512_mul_ps(x, _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), g)));
+    }
     return x;
 }
 

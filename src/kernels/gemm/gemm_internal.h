@@ -19,8 +19,9 @@
 
 /* The elementwise steps a microkernel can apply itself, in registers, before its store, in this
  * order: x = x * row_scale[i] + row_shift[i] (or + row_shift[i] alone), + col_shift[j],
- * + residual[i * res_ld + j], then min(max(x, lo), hi). Pointers are already offset to the tile's
- * first row/column; NULL skips a step, lo = -inf and hi = inf skip the clamp. The driver builds it
+ * + residual[i * res_ld + j], then min(max(x, lo), hi) or x * clamp01(x / 6 + 1/2) (HardSwish).
+ * Pointers are already offset to the tile's first row/column; NULL skips a step, lo = -inf and
+ * hi = inf skip the clamp. The driver builds it
  * from an epilogue program of that shape (conv + folded BatchNorm + residual + ReLU/ReLU6, linear
  * + bias + ReLU); the operations are those of the ISA's epilogue applier, so the result is the
  * same bit for bit. */
@@ -29,6 +30,7 @@ typedef struct af_gemm_fused {
     int64_t res_ld;
     float lo, hi;
     bool clamp;
+    bool hard_swish;
 } af_gemm_fused;
 
 /* One call of a tile function: C[0..mr) x [0..nr) (row stride ldc) = alpha * sum_k a[k*MR + i] *
