@@ -119,8 +119,8 @@ fuzz-smoke: fuzz $(FUZZ_SEEDS)
 	    if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_BUILD)/fuzz_$$f.log; exit 1; fi; \
 	done
 
-# The concurrency tests (thread pool, sessions in parallel, one session from several threads)
-# under ThreadSanitizer.
+# The concurrency tests (thread pool, sessions in parallel, one session from several threads, plan
+# swaps under runs in flight) under ThreadSanitizer.
 TSAN_BUILD := build-tsan
 check-tsan:
 	$(MAKE) BUILD=$(TSAN_BUILD) CC=clang OPT='-O1 -g -fsanitize=thread -Wno-unknown-warning-option' \

@@ -189,10 +189,24 @@ af_status af_session_create_owning(af_model *model, const af_session_options *op
  * default initializer must be given. Input data is read, never kept. */
 af_status af_session_run(af_session *session, int n_inputs, const char *const *names,
                          const af_tensor *inputs, af_error *err);
+/* Builds a new execution plan for the session (the fusion pass, the memory plan, the fused
+ * kernels) beside the current one and swaps it in; it never waits for a run in flight, nor
+ * blocks one. config_path: a fusion config (docs/config.md), NULL for the defaults; fusion_level:
+ * -1 for the config's, 0 to 3 as in af_session_options. The session keeps its threads, ISA,
+ * limits and reference_kernels. A run that started before the swap finishes on the old plan,
+ * which is freed when the last such run ends; runs that start after it use the new one. On
+ * failure (a bad config, a limit, out of memory) the current plan stays as it was and err says
+ * why. Until the old plan is freed both plans' memory (arenas, packed weights) is held. Calls from
+ * several threads at once take turns; the one-run-at-a-time rule of af_session_run is unchanged.
+ * A session made by af_session_create_owning released its weights after packing them, so it
+ * cannot build kernels again: AF_ERR_INVALID_ARGUMENT (create it with af_session_create). */
+af_status af_session_replan(af_session *session, const char *config_path, int fusion_level, af_error *err);
 int af_session_n_outputs(const af_session *session);
 /* Output i of the last successful run, owned by the session and valid until the next run or free. */
 const af_tensor *af_session_output(const af_session *session, int i);
 const char *af_session_output_name(const af_session *session, int i);
+/* The calls below, up to af_session_isa, describe the current plan (the newest af_session_replan
+ * published) and are safe to call while the session runs or replans. */
 /* Bytes of the activation arena the memory plan reserves (0 before any plan exists). */
 size_t af_session_arena_bytes(const af_session *session);
 /* Writes the fusion report (groups, rejected candidates with reasons, the pass's time) to out. */
@@ -209,8 +223,9 @@ int af_session_n_steps(const af_session *session);
 /* The instruction-set level the session's kernels use: "avx512", "avx2" or "scalar". */
 const char *af_session_isa(const af_session *session);
 /* Profiling: while on, every run adds each plan step's wall time to a per-step total (turning it
- * on clears the totals). af_session_profile_write prints those totals per run: every step with its
- * ops, then the time per op type (unfused) or per fusion rule, largest first. */
+ * on clears the totals; a replan starts fresh totals, its steps being others).
+ * af_session_profile_write prints the current plan's totals per run: every step with its ops, then
+ * the time per op type (unfused) or per fusion rule, largest first. */
 af_status af_session_set_profiling(af_session *session, int on, af_error *err);
 void af_session_profile_write(const af_session *session, FILE *out);
 void af_session_free(af_session *session);

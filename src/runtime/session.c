@@ -1,16 +1,15 @@
-/* Sessions: a model bound to a memory plan, run through the executor. */
+/* Sessions: a model bound to its current plan state, run through the executor. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ir/model.h"
 #include "ir/tensor.h"
-#include "fusion/config.h"
-#include "fusion/engine.h"
 #include "runtime/executor.h"
-#include "runtime/plan.h"
+#include "runtime/plan_slot.h"
+#include "runtime/plan_state.h"
 #include "runtime/profile.h"
-#include "runtime/memory_plan.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/limits.h"
@@ -19,20 +18,15 @@ struct af_session {
     const af_model *model;
     af_model *owned_model; /* freed with the session (af_session_create_owning) */
     af_session_options opts;
-    af_exec_plan plan;
-    af_lifetimes lifetimes;
-    af_memory_plan memory;
-    uint8_t *arena;
     int n_outputs;
     af_tensor *outputs; /* the last run's outputs, owned */
     af_isa isa;
     af_threadpool *pool;
-    void *workspace;    /* the largest scratch any kernel needs */
-    af_fusion_result fusion; /* how the plan was fused */
     af_limits limits;   /* the model's, with the session options' non-zero fields */
+    af_plan_slot *slot; /* the current plan state; its own allocation so const accessors can acquire */
+    pthread_mutex_t replan_lock; /* taken by replans only: they build one at a time */
     atomic_flag running; /* set while af_session_run runs: a second, overlapping call is refused */
-    double *profile_ms;  /* per step, summed over profiled runs; NULL while profiling is off */
-    int profile_runs;
+    atomic_bool profiling; /* runs add each step's time to their plan state's profile */
 };
 
 af_session_options af_session_options_default(void) {
@@ -43,16 +37,42 @@ void af_session_free(af_session *s) {
     if (!s) return;
     for (int i = 0; s->outputs && i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
     af_free(s->outputs);
-    af_free(s->profile_ms);
-    af_exec_plan_free(&s->plan);
-    af_fusion_result_free(&s->fusion);
-    af_lifetimes_free(&s->lifetimes);
-    af_free_aligned(s->workspace);
+    af_plan_slot_free(s->slot);
     af_threadpool_free(s->pool);
-    af_memory_plan_free(&s->memory);
     af_model_free(s->owned_model);
-    af_free_aligned(s->arena);
+    pthread_mutex_destroy(&s->replan_lock);
     af_free(s);
+}
+
+/* What every plan of this session is built for: its ISA, threads, limits and kernel choice. */
+static af_plan_request plan_request(const af_session *s, const char *config_path, int fusion_level) {
+    return (af_plan_request){.config_path = config_path,
+                             .fusion_level = fusion_level,
+                             .reference_kernels = s->opts.reference_kernels != 0,
+                             .isa = s->isa,
+                             .n_threads = af_threadpool_n_threads(s->pool),
+                             .limits = &s->limits};
+}
+
+/* -1 (from the config) or 0 to 3. */
+static af_status check_fusion_level(int level, af_error *err) {
+    if (level < -1 || level > 3)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "fusion_level must be -1 (from the config) or 0 to 3, not %d",
+                         level);
+    return AF_OK;
+}
+
+/* The first plan state: built as a replan builds one, then put in a new slot. */
+static af_status first_plan(af_session *s, af_error *err) {
+    af_plan_state *ps;
+    af_plan_request rq = plan_request(s, s->opts.config_path, s->opts.fusion_level);
+    af_status st = af_plan_state_build(s->model->graph, &rq, &ps, err);
+    if (st != AF_OK) return st;
+    if (!(s->slot = af_plan_slot_new(ps))) {
+        af_plan_state_release(ps);
+        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
+    }
+    return AF_OK;
 }
 
 af_status af_session_create(const af_model *model, const af_session_options *opts, af_session **out, af_error *err) {
@@ -61,19 +81,22 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
     af_session_options defaults = af_session_options_default();
     if (!opts) opts = &defaults;
     if (opts->n_threads < 0) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "n_threads must be >= 0");
-    if (opts->fusion_level < -1 || opts->fusion_level > 3)
-        return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "fusion_level must be -1 (from the config) or 0 to 3, not %d",
-                         opts->fusion_level);
+    af_status st = check_fusion_level(opts->fusion_level, err);
+    if (st != AF_OK) return st;
     const af_graph *g = model->graph;
     af_session *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
+    if (pthread_mutex_init(&s->replan_lock, NULL) != 0) {
+        af_free(s);
+        return af_errorf(err, AF_ERR_RUNTIME, "cannot create the session's replan lock");
+    }
     s->model = model;
     s->opts = *opts;
     atomic_flag_clear(&s->running);
+    atomic_init(&s->profiling, false);
     af_limits_override(&model->limits, &opts->limits, &s->limits);
     s->n_outputs = g->n_outputs;
     s->outputs = af_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *s->outputs);
-    af_status st = AF_OK;
     if (!s->outputs) {
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
         goto fail;
@@ -91,49 +114,7 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
         af_errorf(err, st, "cannot start %d threads", opts->n_threads);
         goto fail;
     }
-    int n_threads = af_threadpool_n_threads(s->pool);
-    af_fusion_config cfg;
-    af_fusion_config_default(&cfg);
-    if (opts->config_path && (st = af_fusion_config_load_file(opts->config_path, &cfg, err)) != AF_OK) {
-        af_fusion_config_free(&cfg);
-        goto fail;
-    }
-    if (opts->fusion_level >= 0) cfg.fusion_level = opts->fusion_level;
-    if (opts->reference_kernels) cfg.fusion_level = 0; /* the oracle runs every node as written */
-    if (cfg.fusion_level == 0 || opts->reference_kernels)
-        st = af_exec_plan_unfused(g, s->isa, n_threads, opts->reference_kernels != 0, &s->plan, err);
-    else
-        st = af_fusion_plan(g, &cfg, s->isa, n_threads, &s->plan, &s->fusion, err);
-    uint64_t max_mem = cfg.max_mem_usage;
-    af_fusion_config_free(&cfg);
-    if (st != AF_OK) goto fail;
-    if ((st = af_lifetimes_compute(g, &s->plan, &s->lifetimes, err)) != AF_OK) goto fail;
-    if ((st = af_memory_plan_build(g, &s->lifetimes, &s->memory, err)) != AF_OK) goto fail;
-    /* Both caps are checked before anything that size is allocated. */
-    size_t need = s->memory.arena_bytes + s->plan.workspace_bytes;
-    if (need < s->memory.arena_bytes || need > s->limits.max_activation_bytes) {
-        st = af_errorf(err, AF_ERR_LIMIT,
-                       "the plan needs %zu bytes of activations and %zu of scratch; the limit is %llu (max_activation_bytes)",
-                       s->memory.arena_bytes, s->plan.workspace_bytes,
-                       (unsigned long long)s->limits.max_activation_bytes);
-        goto fail;
-    }
-    if (max_mem && need > max_mem) {
-        st = af_errorf(err, AF_ERR_LIMIT,
-                       "the plan needs %zu bytes of activations and scratch; resource_constraints.max_mem_usage is %llu",
-                       need, (unsigned long long)max_mem);
-        goto fail;
-    }
-    if (s->memory.arena_bytes && !(s->arena = af_malloc_aligned(s->memory.arena_bytes))) {
-        st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: the activation arena needs %zu bytes",
-                       s->memory.arena_bytes);
-        goto fail;
-    }
-    if (s->plan.workspace_bytes && !(s->workspace = af_malloc_aligned(s->plan.workspace_bytes))) {
-        st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: kernels need %zu bytes of scratch",
-                       s->plan.workspace_bytes);
-        goto fail;
-    }
+    if ((st = first_plan(s, err)) != AF_OK) goto fail;
     *out = s;
     return AF_OK;
 fail:
@@ -141,16 +122,33 @@ fail:
     return st;
 }
 
+af_status af_session_replan(af_session *s, const char *config_path, int fusion_level, af_error *err) {
+    if (!s) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_replan: NULL session");
+    af_status st = check_fusion_level(fusion_level, err);
+    if (st != AF_OK) return st;
+    if (s->owned_model)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT,
+                         "af_session_replan: this session released its weights after packing "
+                         "(af_session_create_owning); create it with af_session_create to replan");
+    pthread_mutex_lock(&s->replan_lock);
+    af_plan_state *ps;
+    af_plan_request rq = plan_request(s, config_path, fusion_level);
+    st = af_plan_state_build(s->model->graph, &rq, &ps, err);
+    if (st == AF_OK) af_plan_slot_publish(s->slot, ps);
+    pthread_mutex_unlock(&s->replan_lock);
+    if (st != AF_OK) af_error_prefix(err, st, "af_session_replan (the current plan stays)");
+    return st;
+}
+
 /* Frees the model's data of constants that every reader holds packed: the packed copy replaces
  * the original instead of sitting beside it. The value keeps its shape, which kernels still read. */
-static void release_packed_weights(af_session *s) {
-    af_graph *g = s->owned_model->graph;
+static void release_packed_weights(af_graph *g, const af_exec_plan *plan) {
     for (int v = 0; v < g->n_values; v++) {
         af_value *val = &g->values[v];
         if (val->kind != AF_VALUE_CONST || !val->t.data || val->is_output) continue;
         bool all_packed = true, read = false;
-        for (int i = 0; i < s->plan.n_steps && all_packed; i++) {
-            const af_step *st = &s->plan.steps[i];
+        for (int i = 0; i < plan->n_steps && all_packed; i++) {
+            const af_step *st = &plan->steps[i];
             for (int j = 0; j < st->n_nodes && all_packed; j++) {
                 const af_node *n = &g->nodes[st->nodes[j]];
                 for (int k = 0; k < n->n_inputs; k++) {
@@ -176,8 +174,10 @@ af_status af_session_create_owning(af_model *model, const af_session_options *op
                                    af_error *err) {
     af_status st = af_session_create(model, opts, out, err);
     if (st != AF_OK) return st;
-    (*out)->owned_model = model;
-    release_packed_weights(*out);
+    (*out)->owned_model = model; /* from here on af_session_replan refuses: it would need the weights */
+    af_plan_state *ps = af_plan_slot_acquire((*out)->slot);
+    release_packed_weights(model->graph, &ps->plan);
+    af_plan_state_release(ps);
     return AF_OK;
 }
 
@@ -211,8 +211,8 @@ static af_status check_input(const af_session *s, const af_value *decl, const af
     return AF_OK;
 }
 
-static af_status run_locked(af_session *s, int n_inputs, const char *const *names, const af_tensor *inputs,
-                            af_error *err);
+static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const char *const *names,
+                         const af_tensor *inputs, af_error *err);
 
 af_status af_session_run(af_session *s, int n_inputs, const char *const *names, const af_tensor *inputs,
                          af_error *err) {
@@ -221,24 +221,27 @@ af_status af_session_run(af_session *s, int n_inputs, const char *const *names, 
     if (atomic_flag_test_and_set(&s->running))
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT,
                          "af_session_run: the session is already running on another thread (use one session per thread)");
-    af_status st = run_locked(s, n_inputs, names, inputs, err);
+    /* The whole run is on the state current now; a replan meanwhile publishes beside it. */
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    af_status st = run_on(s, ps, n_inputs, names, inputs, err);
+    af_plan_state_release(ps);
     atomic_flag_clear(&s->running);
     return st;
 }
 
-static af_status run_locked(af_session *s, int n_inputs, const char *const *names, const af_tensor *inputs,
-                            af_error *err) {
+static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const char *const *names,
+                         const af_tensor *inputs, af_error *err) {
     const af_graph *g = s->model->graph;
     af_exec e;
     af_status st = af_exec_init(&e, g, NULL, err);
     if (st != AF_OK) return st;
     e.limits = &s->limits;
-    e.plan = &s->plan;
-    e.lifetimes = &s->lifetimes;
-    e.memory = &s->memory;
-    e.arena = s->arena;
+    e.plan = &ps->plan;
+    e.lifetimes = &ps->lifetimes;
+    e.memory = &ps->memory;
+    e.arena = ps->arena;
     e.pool = s->pool;
-    e.workspace = s->workspace;
+    e.workspace = ps->workspace;
     for (int i = 0; i < n_inputs; i++) {
         int v = names[i] ? af_graph_find_value(g, names[i]) : -1;
         if (v < 0 || g->values[v].kind != AF_VALUE_INPUT) {
@@ -254,9 +257,9 @@ static af_status run_locked(af_session *s, int n_inputs, const char *const *name
         e.env[v] = inputs[i];
         e.env[v].nbytes = (size_t)af_tensor_numel(&inputs[i]) * af_dtype_size(inputs[i].dtype);
     }
-    e.step_ms = s->profile_ms;
+    e.step_ms = atomic_load(&s->profiling) ? ps->profile_ms : NULL;
     if ((st = af_exec_run(&e, err)) != AF_OK) goto done;
-    if (s->profile_ms) s->profile_runs++;
+    if (e.step_ms) ps->profile_runs++;
     for (int i = 0; i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
     for (int i = 0; i < s->n_outputs; i++)
         if ((st = af_exec_take(&e, g->outputs[i], &s->outputs[i], err)) != AF_OK) goto done;
@@ -276,31 +279,49 @@ const char *af_session_output_name(const af_session *s, int i) {
     return s->model->graph->values[s->model->graph->outputs[i]].name;
 }
 
-size_t af_session_arena_bytes(const af_session *s) { return s ? s->memory.arena_bytes : 0; }
+/* Every accessor of the plan holds a reference while it reads, so a swap cannot free the state
+ * under it. */
+size_t af_session_arena_bytes(const af_session *s) {
+    if (!s) return 0;
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    size_t n = ps->memory.arena_bytes;
+    af_plan_state_release(ps);
+    return n;
+}
 
 void af_session_fusion_report(const af_session *s, FILE *out) {
     if (!s || !out) return;
-    if (s->plan.fusion_level == 0 && !s->fusion.candidates.n) {
-        fprintf(out, "fusion level 0: no fusion (%d steps)\n", s->plan.n_steps);
-        return;
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    if (ps->plan.fusion_level == 0 && !ps->fusion.candidates.n) {
+        fprintf(out, "fusion level 0: no fusion (%d steps)\n", ps->plan.n_steps);
+    } else {
+        af_fusion_report_write(s->model->graph, &ps->fusion, out);
+        fprintf(out, "plan: %d steps for %d nodes\n", ps->plan.n_steps, s->model->graph->n_nodes);
     }
-    af_fusion_report_write(s->model->graph, &s->fusion, out);
-    fprintf(out, "plan: %d steps for %d nodes\n", s->plan.n_steps, s->model->graph->n_nodes);
+    af_plan_state_release(ps);
 }
 
 double af_session_fusion_ms(const af_session *s) {
-    return s ? s->fusion.pattern_ms + s->fusion.cost_ms + s->fusion.sched_ms : 0;
+    if (!s) return 0;
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    double ms = ps->fusion.pattern_ms + ps->fusion.cost_ms + ps->fusion.sched_ms;
+    af_plan_state_release(ps);
+    return ms;
 }
 
-int af_session_n_steps(const af_session *s) { return s ? s->plan.n_steps : 0; }
-
-uint64_t af_session_traffic_bytes(const af_session *s) {
+int af_session_n_steps(const af_session *s) {
     if (!s) return 0;
-    const af_graph *g = s->model->graph;
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    int n = ps->plan.n_steps;
+    af_plan_state_release(ps);
+    return n;
+}
+
+static uint64_t traffic_bytes(const af_graph *g, const af_exec_plan *plan) {
     uint64_t total = 0;
     int vals[4096];
-    for (int i = 0; i < s->plan.n_steps; i++) {
-        const af_step *st = &s->plan.steps[i];
+    for (int i = 0; i < plan->n_steps; i++) {
+        const af_step *st = &plan->steps[i];
         for (int pass = 0; pass < 2; pass++) {
             int n = pass ? af_step_writes(g, st, vals, 4096) : af_step_reads(g, st, vals, 4096);
             for (int k = 0; k < n; k++) {
@@ -314,29 +335,47 @@ uint64_t af_session_traffic_bytes(const af_session *s) {
     return total;
 }
 
-int af_session_fusion_level(const af_session *s) { return s ? s->plan.fusion_level : 0; }
+uint64_t af_session_traffic_bytes(const af_session *s) {
+    if (!s) return 0;
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    uint64_t total = traffic_bytes(s->model->graph, &ps->plan);
+    af_plan_state_release(ps);
+    return total;
+}
 
+int af_session_fusion_level(const af_session *s) {
+    if (!s) return 0;
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    int level = ps->plan.fusion_level;
+    af_plan_state_release(ps);
+    return level;
+}
+
+/* Fixed for the session: every plan it builds is for this level. */
 const char *af_session_isa(const af_session *s) { return s ? af_isa_name(s->isa) : "unknown"; }
 
+/* Totals live in each plan state, so a replan starts a fresh profile for its new steps. */
 af_status af_session_set_profiling(af_session *s, int on, af_error *err) {
     if (!s) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_set_profiling: NULL session");
     if (atomic_flag_test_and_set(&s->running))
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_set_profiling: the session is running");
-    af_free(s->profile_ms);
-    s->profile_ms = NULL;
-    s->profile_runs = 0;
-    af_status st = AF_OK;
-    if (on && !(s->profile_ms = af_calloc((size_t)(s->plan.n_steps ? s->plan.n_steps : 1), sizeof *s->profile_ms)))
-        st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory for the profile");
+    if (on) {
+        af_plan_state *ps = af_plan_slot_acquire(s->slot);
+        memset(ps->profile_ms, 0, (size_t)(ps->plan.n_steps ? ps->plan.n_steps : 1) * sizeof *ps->profile_ms);
+        ps->profile_runs = 0;
+        af_plan_state_release(ps);
+    }
+    atomic_store(&s->profiling, on != 0);
     atomic_flag_clear(&s->running);
-    return st;
+    return AF_OK;
 }
 
 void af_session_profile_write(const af_session *s, FILE *out) {
     if (!s || !out) return;
-    if (!s->profile_ms || !s->profile_runs) {
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    if (!atomic_load(&s->profiling) || !ps->profile_runs)
         fprintf(out, "no profile: turn profiling on and run first\n");
-        return;
-    }
-    af_profile_write(s->model->graph, &s->plan, s->profile_ms, s->profile_runs, out);
+    else
+        af_profile_write(s->model->graph, &ps->plan, ps->profile_ms, ps->profile_runs, out);
+    af_plan_state_release(ps);
 }

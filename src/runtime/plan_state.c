@@ -1,0 +1,87 @@
+/* Plan states: build one beside whatever is running, share it by reference count. */
+#include "runtime/plan_state.h"
+
+#include "fusion/config.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+static void plan_state_free(af_plan_state *ps) {
+    af_exec_plan_free(&ps->plan);
+    af_fusion_result_free(&ps->fusion);
+    af_lifetimes_free(&ps->lifetimes);
+    af_memory_plan_free(&ps->memory);
+    af_free_aligned(ps->arena);
+    af_free_aligned(ps->workspace);
+    af_free(ps->profile_ms);
+    af_free(ps);
+}
+
+/* The steps: pattern + cost + schedule, or one step per node at level 0 and for the oracle. */
+static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_plan_state *ps, uint64_t *max_mem,
+                            af_error *err) {
+    af_fusion_config cfg;
+    af_fusion_config_default(&cfg);
+    af_status st = AF_OK;
+    if (rq->config_path && (st = af_fusion_config_load_file(rq->config_path, &cfg, err)) != AF_OK) {
+        af_fusion_config_free(&cfg);
+        return st;
+    }
+    if (rq->fusion_level >= 0) cfg.fusion_level = rq->fusion_level;
+    if (rq->reference_kernels) cfg.fusion_level = 0; /* the oracle runs every node as written */
+    if (cfg.fusion_level == 0)
+        st = af_exec_plan_unfused(g, rq->isa, rq->n_threads, rq->reference_kernels, &ps->plan, err);
+    else
+        st = af_fusion_plan(g, &cfg, rq->isa, rq->n_threads, &ps->plan, &ps->fusion, err);
+    *max_mem = cfg.max_mem_usage;
+    af_fusion_config_free(&cfg);
+    return st;
+}
+
+/* Lifetimes, memory plan, both caps (checked before anything that size is allocated), buffers. */
+static af_status build_memory(const af_graph *g, const af_plan_request *rq, af_plan_state *ps, uint64_t max_mem,
+                              af_error *err) {
+    af_status st;
+    if ((st = af_lifetimes_compute(g, &ps->plan, &ps->lifetimes, err)) != AF_OK) return st;
+    if ((st = af_memory_plan_build(g, &ps->lifetimes, &ps->memory, err)) != AF_OK) return st;
+    size_t arena = ps->memory.arena_bytes, scratch = ps->plan.workspace_bytes, need = arena + scratch;
+    if (need < arena || need > rq->limits->max_activation_bytes)
+        return af_errorf(err, AF_ERR_LIMIT,
+                         "the plan needs %zu bytes of activations and %zu of scratch; the limit is %llu (max_activation_bytes)",
+                         arena, scratch, (unsigned long long)rq->limits->max_activation_bytes);
+    if (max_mem && need > max_mem)
+        return af_errorf(err, AF_ERR_LIMIT,
+                         "the plan needs %zu bytes of activations and scratch; resource_constraints.max_mem_usage is %llu",
+                         need, (unsigned long long)max_mem);
+    if (arena && !(ps->arena = af_malloc_aligned(arena)))
+        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: the activation arena needs %zu bytes", arena);
+    if (scratch && !(ps->workspace = af_malloc_aligned(scratch)))
+        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: kernels need %zu bytes of scratch", scratch);
+    /* Allocated up front so that turning profiling on, or a swap while it is on, never allocates. */
+    if (!(ps->profile_ms = af_calloc((size_t)(ps->plan.n_steps ? ps->plan.n_steps : 1), sizeof *ps->profile_ms)))
+        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory for the profile");
+    return AF_OK;
+}
+
+af_status af_plan_state_build(const af_graph *g, const af_plan_request *rq, af_plan_state **out, af_error *err) {
+    *out = NULL;
+    af_plan_state *ps = af_calloc(1, sizeof *ps);
+    if (!ps) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory building a plan");
+    atomic_init(&ps->refs, 1);
+    uint64_t max_mem = 0;
+    af_status st = build_plan(g, rq, ps, &max_mem, err);
+    if (st == AF_OK) st = build_memory(g, rq, ps, max_mem, err);
+    if (st != AF_OK) {
+        plan_state_free(ps);
+        return st;
+    }
+    *out = ps;
+    return AF_OK;
+}
+
+/* Relaxed: a new holder got the pointer from a holder (or under the slot's lock), which orders it. */
+void af_plan_state_retain(af_plan_state *ps) { atomic_fetch_add_explicit(&ps->refs, 1, memory_order_relaxed); }
+
+/* acq_rel: whoever frees sees every other holder's writes (a run's arena, its profile totals). */
+void af_plan_state_release(af_plan_state *ps) {
+    if (ps && atomic_fetch_sub_explicit(&ps->refs, 1, memory_order_acq_rel) == 1) plan_state_free(ps);
+}
