@@ -306,6 +306,12 @@ static int cmd_run(int argc, char **argv, int cmd) {
         af_session_fusion_report(s, stdout);
         printf("activation traffic between kernels: %.2f MiB per run\n",
                (double)af_session_traffic_bytes(s) / 1048576.0);
+        af_plan_memory pm = af_session_plan_memory(s);
+        printf("plan memory: kernel weights %.2f MiB (the model's constants: %.2f MiB); engine metadata %.1f KiB, "
+               "%.2f%% of the model's constants\n",
+               (double)pm.kernel_weight_bytes / 1048576.0, (double)pm.model_constant_bytes / 1048576.0,
+               (double)pm.metadata_bytes / 1024.0,
+               pm.model_constant_bytes ? 100.0 * (double)pm.metadata_bytes / (double)pm.model_constant_bytes : 0.0);
         printf("session created in %.1f ms\n", t_create);
         rc = 0;
         goto done;

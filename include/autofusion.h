@@ -220,6 +220,18 @@ uint64_t af_session_traffic_bytes(const af_session *session);
 int af_session_fusion_level(const af_session *session);
 /* Steps in the execution plan (nodes when unfused). */
 int af_session_n_steps(const af_session *session);
+/* What the plan keeps besides activations and scratch, measured while it was built: bytes of
+ * weights its kernels hold (packed, folded or copied; the session's own copies of the model's
+ * constants), and of everything else, the engine's metadata (steps, fused groups, epilogue
+ * programs, the fusion report, lifetimes and memory plan). Also the model's constants' bytes.
+ * The split counts kernel-held weights that a kernel does not report as metadata, so it errs high;
+ * a build while other threads of the process allocate is counted approximately. */
+typedef struct af_plan_memory {
+    size_t kernel_weight_bytes;
+    size_t metadata_bytes;
+    size_t model_constant_bytes;
+} af_plan_memory;
+af_plan_memory af_session_plan_memory(const af_session *session);
 /* The instruction-set level the session's kernels use: "avx512", "avx2" or "scalar". */
 const char *af_session_isa(const af_session *session);
 /* Profiling: while on, every run adds each plan step's wall time to a per-step total (turning it

@@ -40,6 +40,7 @@ typedef struct af_kernel {
     bool takes_epilogue;     /* run applies a fused epilogue (else fusion must not attach one) */
     unsigned packed_inputs;  /* bit i: the kernel holds its own copy of constant input i and never
                                 reads that input's data while running (only its shape) */
+    size_t weight_bytes;     /* bytes of weights it holds (packed or copied), for memory reports */
     af_kernel_run_fn run;    /* NULL: no fast kernel; the reference kernel runs */
     void (*free_state)(void *state);
 } af_kernel;

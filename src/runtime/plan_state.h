@@ -41,6 +41,9 @@ typedef struct af_plan_state {
     af_fusion_result fusion;  /* how the plan was fused (zeroed when unfused) */
     double *profile_ms;       /* per step, summed over profile_runs profiled runs */
     int profile_runs;
+    size_t kept_bytes;        /* allocations the plan kept (live bytes across its build), arena,
+                                 workspace and profile excluded */
+    size_t kernel_weight_bytes; /* the steps' kernels' weight_bytes */
 } af_plan_state;
 
 /* Builds a complete state: the plan (fused, or unfused at level 0), its memory plan, checked

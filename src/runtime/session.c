@@ -352,6 +352,22 @@ int af_session_fusion_level(const af_session *s) {
 }
 
 /* Fixed for the session: every plan it builds is for this level. */
+af_plan_memory af_session_plan_memory(const af_session *s) {
+    af_plan_memory m = {0};
+    if (!s) return m;
+    const af_graph *g = s->model->graph;
+    for (int v = 0; v < g->n_values; v++) {
+        const af_value *val = &g->values[v];
+        int64_t numel = af_tensor_numel(&val->t);
+        if (val->kind == AF_VALUE_CONST && numel > 0) m.model_constant_bytes += (size_t)numel * af_dtype_size(val->t.dtype);
+    }
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    m.kernel_weight_bytes = ps->kernel_weight_bytes;
+    m.metadata_bytes = ps->kept_bytes > ps->kernel_weight_bytes ? ps->kept_bytes - ps->kernel_weight_bytes : 0;
+    af_plan_state_release(ps);
+    return m;
+}
+
 const char *af_session_isa(const af_session *s) { return s ? af_isa_name(s->isa) : "unknown"; }
 
 /* Totals live in each plan state, so a replan starts a fresh profile for its new steps. */

@@ -1,5 +1,6 @@
 #include "util/alloc.h"
 
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +25,36 @@ void af_alloc_fail_after(long n) {
 
 long af_alloc_count(void) { return atomic_load(&n_allocs); }
 
-void *af_malloc(size_t size) { return should_fail() ? NULL : malloc(size ? size : 1); }
+/* Bytes held by live af_ allocations (the allocator's usable sizes), for reports of what a
+ * session's plan keeps. */
+static atomic_llong live_bytes = 0;
+
+static void *counted(void *p) {
+    if (p) atomic_fetch_add(&live_bytes, (long long)malloc_usable_size(p));
+    return p;
+}
+
+long long af_alloc_live_bytes(void) { return atomic_load(&live_bytes); }
+
+void *af_malloc(size_t size) { return should_fail() ? NULL : counted(malloc(size ? size : 1)); }
 
 void *af_calloc(size_t n, size_t size) {
     if (should_fail()) return NULL;
-    return calloc(n ? n : 1, size ? size : 1);
+    return counted(calloc(n ? n : 1, size ? size : 1));
 }
 
-void *af_realloc(void *p, size_t size) { return should_fail() ? NULL : realloc(p, size ? size : 1); }
+void *af_realloc(void *p, size_t size) {
+    if (should_fail()) return NULL;
+    size_t old = p ? malloc_usable_size(p) : 0;
+    void *q = realloc(p, size ? size : 1);
+    if (q) atomic_fetch_sub(&live_bytes, (long long)old);
+    return counted(q);
+}
 
-void af_free(void *p) { free(p); }
+void af_free(void *p) {
+    if (p) atomic_fetch_sub(&live_bytes, (long long)malloc_usable_size(p));
+    free(p);
+}
 
 char *af_strdup(const char *s) {
     if (!s) return NULL;
@@ -47,10 +68,10 @@ void *af_malloc_aligned(size_t size) {
     if (should_fail()) return NULL;
     size_t rounded = (size + 63) & ~(size_t)63;
     if (rounded < size) return NULL;
-    return aligned_alloc(64, rounded ? rounded : 64);
+    return counted(aligned_alloc(64, rounded ? rounded : 64));
 }
 
-void af_free_aligned(void *p) { free(p); }
+void af_free_aligned(void *p) { af_free(p); }
 
 int af_mul_size(size_t a, size_t b, size_t *out) {
     if (a && b > SIZE_MAX / a) return 0;

@@ -26,6 +26,9 @@ void af_free_aligned(void *p);
 void af_alloc_fail_after(long n);
 /* Allocations made since the counter was last reset; used to size out-of-memory sweeps. */
 long af_alloc_count(void);
+/* Bytes held by all live allocations made through these wrappers, process-wide (their usable
+ * sizes); the difference across a step is what that step kept. */
+long long af_alloc_live_bytes(void);
 
 /* Overflow-checked arithmetic: return 1 and set *out, or 0 when the result does not fit. */
 int af_mul_size(size_t a, size_t b, size_t *out);

@@ -50,6 +50,9 @@ check "bench --profile times every plan step and sums them by kind" $?
 "$AF" fuse $M/model.onnx >"$tmp/fuse.txt" 2>&1; check "fuse exits 0" $?
 grep -q '^accepted groups:' "$tmp/fuse.txt" && grep -q 'conv_residual' "$tmp/fuse.txt"; check "fuse lists accepted groups by family" $?
 grep -q '^fusion pass: ' "$tmp/fuse.txt"; check "fuse reports the pass's time" $?
+pct=$(sed -n 's/^plan memory: .*engine metadata [0-9.]* KiB, \([0-9.]*\)% of the model.s constants$/\1/p' "$tmp/fuse.txt")
+[ -n "$pct" ] && awk -v p="$pct" 'BEGIN { exit !(p > 0 && p < 5) }'
+check "fuse reports the plan's memory; engine metadata is under 5% of the model's constants" $?
 "$AF" fuse $M/model.onnx --level 0 2>&1 | grep -q 'no fusion'; check "fuse --level 0 fuses nothing" $?
 printf '{"fusion_policy": {"conv_residual": "never"}}' >"$tmp/cfg.json"
 "$AF" fuse $M/model.onnx --config "$tmp/cfg.json" >"$tmp/fuse2.txt" 2>&1

@@ -236,6 +236,8 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
     k->run = conv_run;
     k->takes_epilogue = true;
     k->packed_inputs = 1u << 1; /* W is packed (or copied, for depthwise); the bias is read in place */
+    if (s->dw.weights) k->weight_bytes = (size_t)(cout * s->kh * s->kw) * sizeof(float);
+    for (int64_t g = 0; s->packed && g < groups; g++) k->weight_bytes += af_gemm_packed_bytes(s->packed[g]);
     return AF_OK;
 unplanned:
     conv_free(s);

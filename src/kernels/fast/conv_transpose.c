@@ -291,5 +291,6 @@ af_status af_fast_conv_transpose_prepare(const af_kernel_request *req, af_kernel
     k->run = ct_run;
     k->takes_epilogue = true;
     k->packed_inputs = pack ? 1u << 1 : 0; /* W is packed (when constant); the bias is read in place */
+    for (int64_t gi = 0; s->packed && gi < s->groups; gi++) k->weight_bytes += af_gemm_packed_bytes(s->packed[gi]);
     return AF_OK;
 }

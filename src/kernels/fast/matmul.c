@@ -186,6 +186,7 @@ af_status af_fast_matmul_prepare(const af_kernel_request *req, af_kernel *k, af_
     k->run = matmul_run;
     k->takes_epilogue = true;
     if (s->packed_b) k->packed_inputs = 1u << 1;
+    if (s->packed_b) k->weight_bytes = af_gemm_packed_bytes(s->packed_b);
     return AF_OK;
 skip:
     matmul_free(s);

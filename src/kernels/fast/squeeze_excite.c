@@ -155,6 +155,7 @@ af_status af_se_kernel_make(const af_se_desc *d, af_isa isa, int n_threads, af_k
     }
     s->gemm_ws = se_gemm_ws(s, n_threads > 0 ? n_threads : 1);
     *k = (af_kernel){.name = "f32_squeeze_excite", .state = s, .run = se_run, .free_state = se_free,
-                     .workspace_bytes = se_vectors_bytes(C, R) + s->gemm_ws};
+                     .workspace_bytes = se_vectors_bytes(C, R) + s->gemm_ws,
+                     .weight_bytes = af_gemm_packed_bytes(s->pw1) + af_gemm_packed_bytes(s->pw2) + n * sizeof *block};
     return AF_OK;
 }
