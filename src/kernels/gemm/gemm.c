@@ -235,6 +235,18 @@ static void fused_at(const af_gemm_fused *f, int64_t m, int64_t n, af_gemm_fused
     if (out->residual) out->residual += m * out->res_ld + n;
 }
 
+/* Prefetches the rows (n floats each, stride ld) of the fused residual two tiles down: each row
+ * is a stream of its own, which the hardware prefetchers do not follow, so every line was a
+ * demand miss, and with a short K the microkernel's own prefetch at its start leaves too little
+ * time (a 256x64 1x1 conv + residual + ReLU at 56x56 took 2.6 ms, the conv alone 1.4). Doing the
+ * same for the output tile's rows (write intent) measured slower. */
+static void prefetch_rows(const float *p, int64_t ld, int64_t rows, int64_t n) {
+    for (int64_t i = 0; i < rows; i++, p += ld) {
+        __builtin_prefetch(p, 0, 3);
+        __builtin_prefetch(p + n - 1, 0, 3);
+    }
+}
+
 /* Where the panel starting at lane l0 of a block begins in the source. */
 static const float *panel_src(const float *src, int64_t ld, bool lanes_contiguous, int64_t l0) {
     return lanes_contiguous ? src + l0 : src + l0 * ld;
@@ -355,6 +367,9 @@ static void run_task(void *ctx, int task, int thread) {
                         af_gemm_fused ft;
                         const bool fuse = last && use_fused;
                         if (fuse) fused_at(&fb, ic + ir, jc + jr, &ft);
+                        if (fuse && fb.residual)
+                            prefetch_rows(fb.residual + (ic + ir + 2 * MR) * fb.res_ld + jc + jr, fb.res_ld,
+                                          min64(MR, m_hi - ic - ir - 2 * MR), nr);
                         const af_gemm_tile_args t = {.kc = kc,
                                                      .a = a_base + (ir / MR) * a_ps,
                                                      .b = bp,
