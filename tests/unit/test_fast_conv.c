@@ -64,3 +64,65 @@ AF_TEST(fast_conv_matches_reference) {
     CHECK(covered > 100);
     fx_pools_free(&pools);
 }
+
+/* Stride-1 convolutions big enough for the tap GEMMs to split the output into row chunks, one per
+ * task, with a residual + ReLU epilogue applied per chunk (residual offsets per chunk), on one and
+ * two threads: against the reference conv followed by the same steps. */
+AF_TEST(fast_conv_tap_gemms_apply_a_residual_epilogue_per_chunk) {
+    fx_pools pools;
+    CHECK(fx_pools_init(&pools));
+    af_isa isas[AF_ISA_COUNT];
+    int n_isa = fx_isas(isas);
+    const conv_case cases[] = {
+        {1, 64, 8, 44, 44, 3, 1, 1, 1, true, 0, 0},   /* 4 chunks at 2 threads */
+        {2, 16, 5, 30, 37, 5, 1, 2, 1, true, 0, 3},   /* 5x5, uneven pads, batch 2 */
+    };
+    for (int i = 0; i < n_isa; i++)
+        for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++) {
+            const conv_case *cc = &cases[cs];
+            fx f;
+            fx_init(&f, AF_OP_CONV, 17);
+            fx_input(&f, fx_rand(4, (int64_t[]){cc->n, cc->cin, cc->h, cc->w}, -1, 1, 11), false);
+            fx_input(&f, fx_rand(4, (int64_t[]){cc->cout, cc->cin, cc->k, cc->k}, -1, 1, 12), true);
+            fx_input(&f, fx_rand(1, (int64_t[]){cc->cout}, -1, 1, 13), true);
+            int64_t pe = cc->pad_end ? cc->pad_end : cc->pad;
+            fx_ints(&f, "pads", 4, (int64_t[]){cc->pad, cc->pad, pe, pe});
+            fx_outputs(&f, 1, 1);
+            af_kernel k;
+            CHECK(fx_prepare(&f, isas[i], &k));
+            CHECK(strcmp(k.name, "f32_conv_tap_gemms") == 0);
+            af_tensor ref[FX_MAX_OUT], got[FX_MAX_OUT];
+            CHECK(fx_alloc_outputs(&f, ref) == AF_OK);
+            CHECK(fx_alloc_outputs(&f, got) == AF_OK);
+            const af_tensor *ins[FX_MAX_IN];
+            af_tensor *outs[1] = {&ref[0]};
+            af_op_ctx c = fx_ctx(&f, ins, outs);
+            CHECK(af_op_info(AF_OP_CONV)->run(&c) == AF_OK);
+            const int64_t numel = af_tensor_numel(&ref[0]);
+            const int64_t per_image = numel / cc->n, hw = per_image / cc->cout;
+            float *res = af_malloc((size_t)numel * sizeof(float));
+            for (int64_t j = 0; j < numel; j++) res[j] = (float)((j * 37) % 101) / 50.0f - 1.0f;
+            af_epilogue e;
+            af_epilogue_init(&e);
+            CHECK(af_epilogue_residual(&e, res, hw) == AF_OK);
+            e.steps[0].batch_stride = per_image;
+            CHECK(af_epilogue_unary(&e, AF_EPI_RELU, 0, 0) == AF_OK);
+            float *r = ref[0].data;
+            for (int64_t j = 0; j < numel; j++) r[j] = r[j] + res[j] > 0 ? r[j] + res[j] : 0;
+            af_threadpool *pl[2] = {pools.one, pools.two};
+            for (int p = 0; p < 2; p++) {
+                outs[0] = &got[0];
+                c = fx_ctx(&f, ins, outs);
+                void *ws = k.workspace_bytes ? af_malloc_aligned(k.workspace_bytes) : NULL;
+                CHECK(k.run(&k, &c, &e, pl[p], ws) == AF_OK);
+                af_free_aligned(ws);
+                CHECK_EQ_INT(fx_count_off(&got[0], &ref[0], (fx_tol){1e-5, 1e-4, 0}, k.name), 0);
+            }
+            af_free(res);
+            fx_free_outputs(&f, ref);
+            fx_free_outputs(&f, got);
+            af_kernel_release(&k);
+            fx_free(&f);
+        }
+    fx_pools_free(&pools);
+}

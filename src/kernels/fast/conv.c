@@ -8,6 +8,7 @@
 
 #include "ir/shape/conv_geom.h"
 #include "kernels/fast/conv_depthwise.h"
+#include "kernels/fast/conv_taps.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
 #include "util/alloc.h"
@@ -20,6 +21,7 @@ typedef struct conv_state {
     af_gemm_packed **packed; /* per group: op(A) = W_g as [cout/groups, cin/groups*kh*kw] */
     const float *bias;       /* [cout] from the graph's constant, or NULL */
     af_depthwise_conv dw;    /* depthwise path when dw.weights is set */
+    af_conv_taps taps;       /* stride-1 tap GEMMs when taps.packed is set (then packed is NULL) */
 } conv_state;
 
 static void conv_free(void *p) {
@@ -27,6 +29,7 @@ static void conv_free(void *p) {
     for (int64_t g = 0; s->packed && g < s->groups; g++) af_gemm_packed_free(s->packed[g]);
     af_free(s->packed);
     af_depthwise_conv_release(&s->dw);
+    af_conv_taps_release(&s->taps);
     af_free(s);
 }
 
@@ -131,6 +134,18 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         return af_depthwise_conv_run(&s->dw, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool, workspace,
                                      k->workspace_bytes);
 
+    if (s->taps.packed) {
+        if (!af_conv_taps_fit(&geo, ow)) return af_ctx_fail(c, AF_ERR_RUNTIME, "geometry differs from the prepared one");
+        for (int64_t n = 0; n < n_img; n++) {
+            af_epilogue e;
+            if ((st = group_epilogue(s, epi, n, 0, s->cout, hw, &e)) != AF_OK)
+                return af_ctx_fail(c, st, "epilogue too long");
+            st = af_conv_taps_run(&s->taps, &geo, xd + n * s->cin * hw_in, yd + n * s->cout * hw, h, wd, oh, ow, &e,
+                                  pool, workspace, k->workspace_bytes);
+            if (st != AF_OK) return af_ctx_fail(c, st, "input is larger than the session planned for");
+        }
+        return AF_OK;
+    }
     const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups, kdim = cg * s->kh * s->kw;
     size_t col_bytes = s->pointwise ? 0 : (size_t)(kdim * hw) * sizeof(float);
     col_bytes = (col_bytes + 63) & ~(size_t)63;
@@ -207,6 +222,16 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         s->pointwise = s->kh == 1 && s->kw == 1 && geo.stride[0] == 1 && geo.stride[1] == 1 &&
                        geo.pad_begin[0] == 0 && geo.pad_begin[1] == 0 && geo.pad_end[0] == 0 && geo.pad_end[1] == 0 &&
                        geo.auto_pad != AF_CONV_PAD_SAME_UPPER && geo.auto_pad != AF_CONV_PAD_SAME_LOWER;
+        int64_t oh = y->rank == 4 ? y->dims[2] : -1, ow = y->rank == 4 ? y->dims[3] : -1;
+        if (!s->pointwise && groups == 1 && oh > 0 && af_conv_taps_fit(&geo, ow)) {
+            st = af_conv_taps_prepare(req->isa, w->data, cout, cin, s->kh, s->kw, &s->taps);
+            if (st != AF_OK) goto fail;
+            k->workspace_bytes = af_conv_taps_workspace(&s->taps, x->dims[2], x->dims[3], oh, ow, &geo,
+                                                        req->n_threads > 0 ? req->n_threads : 1);
+            k->name = "f32_conv_tap_gemms";
+            for (int64_t t = 0; t < s->kh * s->kw; t++) k->weight_bytes += af_gemm_packed_bytes(s->taps.packed[t]);
+            goto done;
+        }
         int64_t mg = cout / groups, kdim = cin / groups * s->kh * s->kw;
         s->packed = af_calloc((size_t)groups, sizeof *s->packed);
         if (!s->packed) {
@@ -231,6 +256,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->n_threads > 0 ? req->n_threads : 1);
         k->name = s->pointwise ? "f32_conv1x1_gemm" : "f32_conv_im2col_gemm";
     }
+done:
     k->state = s;
     k->free_state = conv_free;
     k->run = conv_run;
