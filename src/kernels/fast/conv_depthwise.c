@@ -41,6 +41,7 @@ typedef struct dw_args {
     size_t plane_floats;
     int64_t ph, pw;  /* the padded plane's rows and columns */
     bool flat;       /* stride 1 with vectors: the flattened-plane path (scratch also holds its output) */
+    bool flat2;      /* stride 2, AVX-512: the same on the padded plane's even and odd rows apart */
 } dw_args;
 
 /* Floats past a padded plane that the flattened path's last vectors may read: a pass is 64 floats
@@ -214,9 +215,85 @@ __attribute__((target("avx2,fma"))) static void flat_avx2(const dw_args *a, cons
     }
 }
 
+/* Stride 2 (dilation 1), flattened too: the padded plane's even and odd rows go to two phase
+ * planes of width wp2 = 2 * wh, so output (oy, ox), tap (ky, kx) reads phase ky & 1 at
+ * (oy + ky / 2) * wp2 + 2 * ox + kx = 2 * q + (ky / 2) * wp2 + kx with q = oy * wh + ox: the even
+ * elements of 32 consecutive floats per 16 outputs. Columns ox >= ow are computed and dropped. */
+typedef struct dw_phases {
+    int64_t hh, wh, wp2; /* rows per phase, output columns per flattened row, phase width */
+    size_t plane;        /* floats per phase plane, with the slack the last passes read */
+} dw_phases;
+
+static dw_phases phases_for(const af_depthwise_conv *dw, int64_t oh, int64_t ow) {
+    dw_phases f = {.hh = oh + (dw->kh - 1) / 2, .wh = ow - 1 + (dw->kw + 1) / 2};
+    f.wp2 = 2 * f.wh;
+    /* the last pass starts below oh * wh and reads 2 * 64 + 32 floats from twice that, plus the
+     * largest tap offset, which ends (kh - 1) / 2 rows and kw - 1 columns in */
+    f.plane = ((size_t)(f.hh * f.wp2 + 160 + dw->kw) + 15) & ~(size_t)15;
+    return f;
+}
+
+static bool flat2_fits(const af_depthwise_conv *dw, const af_conv_geom *geo) {
+    return dw->isa == AF_ISA_AVX512 && geo->stride[0] == 2 && geo->stride[1] == 2 && geo->dilation[0] == 1 &&
+           geo->dilation[1] == 1;
+}
+
+static size_t phases_floats(const af_depthwise_conv *dw, int64_t oh, int64_t ow) {
+    dw_phases f = phases_for(dw, oh, ow);
+    return 2 * f.plane + (((size_t)(oh * f.wh) + 63) & ~(size_t)63);
+}
+
+static void pad_phases(const dw_args *a, const dw_phases *f, const float *plane, float *p0) {
+    const int64_t top = a->geo->pad_begin[0], left = a->geo->pad_begin[1], wp = f->wp2;
+    for (int64_t r = 0; r < 2 * f->hh; r++) {
+        float *row = p0 + (r & 1) * f->plane + (r >> 1) * wp;
+        int64_t ir = r - top;
+        if (ir < 0 || ir >= a->h) {
+            memset(row, 0, (size_t)wp * sizeof(float));
+            continue;
+        }
+        int64_t c0 = left < wp ? left : wp, n = a->w < wp - c0 ? a->w : wp - c0;
+        memset(row, 0, (size_t)c0 * sizeof(float));
+        memcpy(row + c0, plane + ir * a->w, (size_t)n * sizeof(float));
+        memset(row + c0 + n, 0, (size_t)(wp - c0 - n) * sizeof(float));
+    }
+    for (int ph = 0; ph < 2; ph++)
+        memset(p0 + ph * f->plane + f->hh * wp, 0, (f->plane - (size_t)(f->hh * wp)) * sizeof(float));
+}
+
+__attribute__((target("avx512f"))) static void flat2_avx512(const dw_args *a, const dw_phases *f, const float *p0,
+                                                           const float *wk, float *out, int64_t q_total) {
+    const int64_t kh = a->dw->kh, kw = a->dw->kw;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (int64_t q = 0; q < q_total; q += 64) {
+        __m512 c[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int64_t ky = 0; ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++) {
+                const float *src = p0 + (ky & 1) * f->plane + (ky >> 1) * f->wp2 + kx + 2 * q;
+                __m512 w = _mm512_set1_ps(wk[ky * kw + kx]);
+                for (int j = 0; j < 4; j++) {
+                    __m512 v = _mm512_permutex2var_ps(_mm512_loadu_ps(src + 32 * j), even,
+                                                      _mm512_loadu_ps(src + 32 * j + 16));
+                    c[j] = _mm512_fmadd_ps(w, v, c[j]);
+                }
+            }
+        for (int j = 0; j < 4; j++) _mm512_storeu_ps(out + q + 16 * j, c[j]);
+    }
+}
+
 static void dw_task_padded(const dw_args *a, int task, int thread) {
     const int64_t ch = task % a->dw->channels, img = task / a->dw->channels;
     float *p = a->scratch + (size_t)thread * a->plane_floats;
+    if (a->flat2) {
+        const dw_phases f = phases_for(a->dw, a->oh, a->ow);
+        const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
+        float *yp = a->y + (int64_t)task * a->oh * a->ow, *out = p + 2 * f.plane;
+        pad_phases(a, &f, a->x + (int64_t)task * a->h * a->w, p);
+        flat2_avx512(a, &f, p, wk, out, a->oh * f.wh);
+        for (int64_t oy = 0; oy < a->oh; oy++) memcpy(yp + oy * a->ow, out + oy * f.wh, (size_t)a->ow * sizeof(float));
+        if (a->epi.n_steps) a->apply(&a->epi, yp, a->oh * a->ow, 1, (int)(a->oh * a->ow), ch, 0, img);
+        return;
+    }
     pad_plane(a, a->x + (int64_t)task * a->h * a->w, p);
     const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
     float *yp = a->y + (int64_t)task * a->oh * a->ow;
@@ -281,7 +358,10 @@ static size_t padded_plane_floats(const af_depthwise_conv *dw, const af_conv_geo
     *ph = (oh - 1) * geo->stride[0] + (dw->kh - 1) * geo->dilation[0] + 1;
     *pw = (ow - 1) * geo->stride[1] + (dw->kw - 1) * geo->dilation[1] + 1;
     size_t out = ((size_t)(oh * *pw) + 63) & ~(size_t)63;
-    return ((size_t)(*ph * *pw + dw_slack(dw, geo)) + out + 15) & ~(size_t)15;
+    size_t plain = ((size_t)(*ph * *pw + dw_slack(dw, geo)) + out + 15) & ~(size_t)15;
+    if (!flat2_fits(dw, geo)) return plain;
+    size_t phased = phases_floats(dw, oh, ow);
+    return phased > plain ? phased : plain;
 }
 
 size_t af_depthwise_conv_scratch_bytes(const af_depthwise_conv *dw, const af_conv_geom *geo, int64_t oh, int64_t ow,
@@ -302,6 +382,7 @@ af_status af_depthwise_conv_run(const af_depthwise_conv *dw, const af_conv_geom 
         size_t need = a.plane_floats * sizeof(float) * (size_t)af_threadpool_n_threads(pool);
         if (need <= scratch_bytes) a.scratch = scratch; /* else the bounds-checked path */
         a.flat = geo->stride[0] == 1 && geo->stride[1] == 1 && dw->isa >= AF_ISA_AVX2;
+        a.flat2 = flat2_fits(dw, geo);
     }
     af_epilogue_init(&a.epi);
     af_status st = AF_OK;
