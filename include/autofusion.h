@@ -202,7 +202,9 @@ af_status af_session_run(af_session *session, int n_inputs, const char *const *n
  * cannot build kernels again: AF_ERR_INVALID_ARGUMENT (create it with af_session_create). */
 af_status af_session_replan(af_session *session, const char *config_path, int fusion_level, af_error *err);
 int af_session_n_outputs(const af_session *session);
-/* Output i of the last successful run, owned by the session and valid until the next run or free. */
+/* Output i of the last successful run, owned by the session and valid until the next run or free.
+ * The next run writes its outputs into these buffers where they fit; a run that fails while
+ * running leaves the ones it had started writing absent (NULL). */
 const af_tensor *af_session_output(const af_session *session, int i);
 const char *af_session_output_name(const af_session *session, int i);
 /* The calls below, up to af_session_isa, describe the current plan (the newest af_session_replan

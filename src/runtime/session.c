@@ -258,6 +258,7 @@ static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const ch
         e.env[v].nbytes = (size_t)af_tensor_numel(&inputs[i]) * af_dtype_size(inputs[i].dtype);
     }
     e.step_ms = atomic_load(&s->profiling) ? ps->profile_ms : NULL;
+    e.spare_outputs = s->outputs; /* the last run's output buffers, reused where they fit */
     if ((st = af_exec_run(&e, err)) != AF_OK) goto done;
     if (e.step_ms) ps->profile_runs++;
     for (int i = 0; i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);

@@ -103,8 +103,13 @@ const char *ob_input(ob_model *m, int rank, const int64_t *dims) {
     for (int d = 0; d < rank && d < 8; d++) {
         Onnx__TensorShapeProto__Dimension *dd = &m->dims[k][d];
         onnx__tensor_shape_proto__dimension__init(dd);
-        dd->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-        dd->dim_value = dims[d];
+        if (dims[d] < 0) { /* symbolic */
+            dd->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+            dd->dim_param = (char *)"n";
+        } else {
+            dd->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+            dd->dim_value = dims[d];
+        }
         m->dim_ptrs[k][d] = dd;
     }
     s->n_dim = (size_t)rank;

@@ -27,7 +27,7 @@ typedef struct ob_model ob_model;
 
 ob_model *ob_new(int opset);
 void ob_free(ob_model *m);
-/* A float32 graph input of the given shape. */
+/* A float32 graph input of the given shape (a negative dim is the symbolic dim "n"). */
 const char *ob_input(ob_model *m, int rank, const int64_t *dims);
 /* A float32 initializer (rank 0: a scalar) holding data (numel values). */
 const char *ob_const(ob_model *m, int rank, const int64_t *dims, const float *data);
