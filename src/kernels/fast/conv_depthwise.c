@@ -3,6 +3,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/fast/pad_row.h"
 #include "util/alloc.h"
 
 af_status af_depthwise_conv_prepare(af_isa isa, const float *weights, int64_t channels, int64_t kh, int64_t kw,
@@ -155,16 +156,8 @@ __attribute__((target("avx2,fma"))) static void row_avx2(const dw_args *a, const
 static void pad_plane(const dw_args *a, const float *plane, float *p) {
     const int64_t top = a->geo->pad_begin[0], left = a->geo->pad_begin[1];
     for (int64_t r = 0; r < a->ph; r++) {
-        float *row = p + r * a->pw;
         int64_t ir = r - top;
-        if (ir < 0 || ir >= a->h) {
-            memset(row, 0, (size_t)a->pw * sizeof(float));
-            continue;
-        }
-        int64_t c0 = left < a->pw ? left : a->pw, n = a->w < a->pw - c0 ? a->w : a->pw - c0;
-        memset(row, 0, (size_t)c0 * sizeof(float));
-        memcpy(row + c0, plane + ir * a->w, (size_t)n * sizeof(float));
-        memset(row + c0 + n, 0, (size_t)(a->pw - c0 - n) * sizeof(float));
+        af_pad_row(p + r * a->pw, a->pw, ir >= 0 && ir < a->h ? plane + ir * a->w : NULL, a->w, left);
     }
     memset(p + a->ph * a->pw, 0, (size_t)dw_slack(a->dw, a->geo) * sizeof(float));
 }
@@ -246,16 +239,9 @@ static size_t phases_floats(const af_depthwise_conv *dw, int64_t oh, int64_t ow)
 static void pad_phases(const dw_args *a, const dw_phases *f, const float *plane, float *p0) {
     const int64_t top = a->geo->pad_begin[0], left = a->geo->pad_begin[1], wp = f->wp2;
     for (int64_t r = 0; r < 2 * f->hh; r++) {
-        float *row = p0 + (r & 1) * f->plane + (r >> 1) * wp;
         int64_t ir = r - top;
-        if (ir < 0 || ir >= a->h) {
-            memset(row, 0, (size_t)wp * sizeof(float));
-            continue;
-        }
-        int64_t c0 = left < wp ? left : wp, n = a->w < wp - c0 ? a->w : wp - c0;
-        memset(row, 0, (size_t)c0 * sizeof(float));
-        memcpy(row + c0, plane + ir * a->w, (size_t)n * sizeof(float));
-        memset(row + c0 + n, 0, (size_t)(wp - c0 - n) * sizeof(float));
+        af_pad_row(p0 + (r & 1) * f->plane + (r >> 1) * wp, wp, ir >= 0 && ir < a->h ? plane + ir * a->w : NULL, a->w,
+                   left);
     }
     for (int ph = 0; ph < 2; ph++)
         memset(p0 + ph * f->plane + f->hh * wp, 0, (f->plane - (size_t)(f->hh * wp)) * sizeof(float));

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "kernels/fast/pad_row.h"
 #include "util/alloc.h"
 
 /* A chunk's C (cout x rows * Wp) and its B rows (cin x (rows + kh - 1) x Wp) should both stay in
@@ -121,16 +122,8 @@ static void pad_task(void *ctx, int ci, int thread) {
     float *p = r->xp + ci * r->s.plane;
     const float *src = r->x + (int64_t)ci * r->h * r->w;
     for (int64_t row = 0; row < r->s.hp; row++) {
-        float *d = p + row * wp;
         int64_t ir = row - top;
-        if (ir < 0 || ir >= r->h) {
-            memset(d, 0, (size_t)wp * sizeof *d);
-            continue;
-        }
-        int64_t c0 = left < wp ? left : wp, n = r->w < wp - c0 ? r->w : wp - c0;
-        memset(d, 0, (size_t)c0 * sizeof *d);
-        memcpy(d + c0, src + ir * r->w, (size_t)n * sizeof *d);
-        memset(d + c0 + n, 0, (size_t)(wp - c0 - n) * sizeof *d);
+        af_pad_row(p + row * wp, wp, ir >= 0 && ir < r->h ? src + ir * r->w : NULL, r->w, left);
     }
     memset(p + r->s.hp * wp, 0, (size_t)(r->s.plane - r->s.hp * wp) * sizeof *p);
 }
