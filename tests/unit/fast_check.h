@@ -224,7 +224,9 @@ static inline bool fx_prepare(fx *f, af_isa isa, af_kernel *k) {
     return true;
 }
 
-static inline af_status fx_run_fast(fx *f, const af_kernel *k, af_threadpool *pool, af_tensor *out) {
+/* Allocates out (the node's outputs) and runs kernel k on them with epilogue epi (may be NULL). */
+static inline af_status fx_run_fast_epi(fx *f, const af_kernel *k, const af_epilogue *epi, af_threadpool *pool,
+                                        af_tensor *out) {
     af_status st = fx_alloc_outputs(f, out);
     if (st != AF_OK) return st;
     const af_tensor *ins[FX_MAX_IN];
@@ -232,9 +234,24 @@ static inline af_status fx_run_fast(fx *f, const af_kernel *k, af_threadpool *po
     for (int j = 0; j < f->node.n_outputs; j++) outs[j] = f->out_ids[j] >= 0 ? &out[j] : NULL;
     af_op_ctx c = fx_ctx(f, ins, outs);
     void *ws = k->workspace_bytes ? af_malloc_aligned(k->workspace_bytes) : NULL;
-    st = k->run(k, &c, NULL, pool, ws);
+    st = k->run(k, &c, epi, pool, ws);
     af_free_aligned(ws);
     return st;
+}
+
+static inline af_status fx_run_fast(fx *f, const af_kernel *k, af_threadpool *pool, af_tensor *out) {
+    return fx_run_fast_epi(f, k, NULL, pool, out);
+}
+
+/* Allocates out and runs the node's reference kernel on them. */
+static inline af_status fx_run_reference(fx *f, af_tensor *out) {
+    af_status st = fx_alloc_outputs(f, out);
+    if (st != AF_OK) return st;
+    const af_tensor *ins[FX_MAX_IN];
+    af_tensor *outs[FX_MAX_OUT];
+    for (int j = 0; j < f->node.n_outputs; j++) outs[j] = f->out_ids[j] >= 0 ? &out[j] : NULL;
+    af_op_ctx c = fx_ctx(f, ins, outs);
+    return af_op_info(f->node.op)->run(&c);
 }
 
 /* Runs the reference and the fast kernel for isa (on both pools) and compares output 0. Returns
@@ -246,14 +263,7 @@ static inline int64_t fx_compare(fx *f, af_isa isa, const fx_pools *pools, fx_to
     if (name) *name = k.name;
     af_tensor ref[FX_MAX_OUT], one[FX_MAX_OUT], two[FX_MAX_OUT];
     int64_t bad = 0;
-    af_status st = fx_alloc_outputs(f, ref);
-    if (st == AF_OK) {
-        const af_tensor *ins[FX_MAX_IN];
-        af_tensor *outs[FX_MAX_OUT];
-        for (int j = 0; j < f->node.n_outputs; j++) outs[j] = f->out_ids[j] >= 0 ? &ref[j] : NULL;
-        af_op_ctx c = fx_ctx(f, ins, outs);
-        st = af_op_info(f->node.op)->run(&c);
-    }
+    af_status st = fx_run_reference(f, ref);
     af_status s1 = fx_run_fast(f, &k, pools->one, one), s2 = fx_run_fast(f, &k, pools->two, two);
     if (st != AF_OK || s1 != AF_OK || s2 != AF_OK) {
         printf("  %s: a run failed (ref %d, fast %d/%d): %s\n", k.name, st, s1, s2, f->err.message);

@@ -92,12 +92,7 @@ AF_TEST(fast_conv_tap_gemms_apply_a_residual_epilogue_per_chunk) {
             CHECK(fx_prepare(&f, isas[i], &k));
             CHECK(strcmp(k.name, "f32_conv_tap_gemms") == 0);
             af_tensor ref[FX_MAX_OUT], got[FX_MAX_OUT];
-            CHECK(fx_alloc_outputs(&f, ref) == AF_OK);
-            CHECK(fx_alloc_outputs(&f, got) == AF_OK);
-            const af_tensor *ins[FX_MAX_IN];
-            af_tensor *outs[1] = {&ref[0]};
-            af_op_ctx c = fx_ctx(&f, ins, outs);
-            CHECK(af_op_info(AF_OP_CONV)->run(&c) == AF_OK);
+            CHECK(fx_run_reference(&f, ref) == AF_OK);
             const int64_t numel = af_tensor_numel(&ref[0]);
             const int64_t per_image = numel / cc->n, hw = per_image / cc->cout;
             float *res = af_malloc((size_t)numel * sizeof(float));
@@ -111,16 +106,12 @@ AF_TEST(fast_conv_tap_gemms_apply_a_residual_epilogue_per_chunk) {
             for (int64_t j = 0; j < numel; j++) r[j] = r[j] + res[j] > 0 ? r[j] + res[j] : 0;
             af_threadpool *pl[2] = {pools.one, pools.two};
             for (int p = 0; p < 2; p++) {
-                outs[0] = &got[0];
-                c = fx_ctx(&f, ins, outs);
-                void *ws = k.workspace_bytes ? af_malloc_aligned(k.workspace_bytes) : NULL;
-                CHECK(k.run(&k, &c, &e, pl[p], ws) == AF_OK);
-                af_free_aligned(ws);
+                CHECK(fx_run_fast_epi(&f, &k, &e, pl[p], got) == AF_OK);
                 CHECK_EQ_INT(fx_count_off(&got[0], &ref[0], (fx_tol){1e-5, 1e-4, 0}, k.name), 0);
+                fx_free_outputs(&f, got);
             }
             af_free(res);
             fx_free_outputs(&f, ref);
-            fx_free_outputs(&f, got);
             af_kernel_release(&k);
             fx_free(&f);
         }
