@@ -30,6 +30,15 @@ const char *af_depthwise_conv_name(const af_depthwise_conv *dw) {
                                                                                       : "f32_dwconv__scalar";
 }
 
+/* Stride 2 (dilation 1), flattened too: the padded plane's even and odd rows go to two phase
+ * planes of width wp2 = 2 * wh, so output (oy, ox), tap (ky, kx) reads phase ky & 1 at
+ * (oy + ky / 2) * wp2 + 2 * ox + kx = 2 * q + (ky / 2) * wp2 + kx with q = oy * wh + ox: the even
+ * elements of 32 consecutive floats per 16 outputs. Columns ox >= ow are computed and dropped. */
+typedef struct dw_phases {
+    int64_t hh, wh, wp2; /* rows per phase, output columns per flattened row, phase width */
+    size_t plane;        /* floats per phase plane, with the slack the last passes read */
+} dw_phases;
+
 typedef struct dw_args {
     const af_depthwise_conv *dw;
     const af_conv_geom *geo;
@@ -43,6 +52,7 @@ typedef struct dw_args {
     int64_t ph, pw;  /* the padded plane's rows and columns */
     bool flat;       /* stride 1 with vectors: the flattened-plane path (scratch also holds its output) */
     bool flat2;      /* stride 2, AVX-512: the same on the padded plane's even and odd rows apart */
+    dw_phases phases; /* with flat2 */
 } dw_args;
 
 /* Floats past a padded plane that the flattened path's last vectors may read: a pass is 64 floats
@@ -208,15 +218,6 @@ __attribute__((target("avx2,fma"))) static void flat_avx2(const dw_args *a, cons
     }
 }
 
-/* Stride 2 (dilation 1), flattened too: the padded plane's even and odd rows go to two phase
- * planes of width wp2 = 2 * wh, so output (oy, ox), tap (ky, kx) reads phase ky & 1 at
- * (oy + ky / 2) * wp2 + 2 * ox + kx = 2 * q + (ky / 2) * wp2 + kx with q = oy * wh + ox: the even
- * elements of 32 consecutive floats per 16 outputs. Columns ox >= ow are computed and dropped. */
-typedef struct dw_phases {
-    int64_t hh, wh, wp2; /* rows per phase, output columns per flattened row, phase width */
-    size_t plane;        /* floats per phase plane, with the slack the last passes read */
-} dw_phases;
-
 static dw_phases phases_for(const af_depthwise_conv *dw, int64_t oh, int64_t ow) {
     dw_phases f = {.hh = oh + (dw->kh - 1) / 2, .wh = ow - 1 + (dw->kw + 1) / 2};
     f.wp2 = 2 * f.wh;
@@ -267,45 +268,47 @@ __attribute__((target("avx512f"))) static void flat2_avx512(const dw_args *a, co
     }
 }
 
+/* The flattened paths' results: rows of `stride` floats in out, of which the first ow are the
+ * plane's outputs, copied out to y's plane. */
+static void copy_rows(const dw_args *a, const float *out, int64_t stride, float *yp) {
+    for (int64_t oy = 0; oy < a->oh; oy++) memcpy(yp + oy * a->ow, out + oy * stride, (size_t)a->ow * sizeof(float));
+}
+
 static void dw_task_padded(const dw_args *a, int task, int thread) {
     const int64_t ch = task % a->dw->channels, img = task / a->dw->channels;
     float *p = a->scratch + (size_t)thread * a->plane_floats;
-    if (a->flat2) {
-        const dw_phases f = phases_for(a->dw, a->oh, a->ow);
-        const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
-        float *yp = a->y + (int64_t)task * a->oh * a->ow, *out = p + 2 * f.plane;
-        pad_phases(a, &f, a->x + (int64_t)task * a->h * a->w, p);
-        flat2_avx512(a, &f, p, wk, out, a->oh * f.wh);
-        for (int64_t oy = 0; oy < a->oh; oy++) memcpy(yp + oy * a->ow, out + oy * f.wh, (size_t)a->ow * sizeof(float));
-        if (a->epi.n_steps) a->apply(&a->epi, yp, a->oh * a->ow, 1, (int)(a->oh * a->ow), ch, 0, img);
-        return;
-    }
-    pad_plane(a, a->x + (int64_t)task * a->h * a->w, p);
+    const float *plane = a->x + (int64_t)task * a->h * a->w;
     const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
     float *yp = a->y + (int64_t)task * a->oh * a->ow;
-    if (a->flat) { /* stride 1, AVX2 or better */
+    if (a->flat2) {
+        float *out = p + 2 * a->phases.plane;
+        pad_phases(a, &a->phases, plane, p);
+        flat2_avx512(a, &a->phases, p, wk, out, a->oh * a->phases.wh);
+        copy_rows(a, out, a->phases.wh, yp);
+    } else if (a->flat) { /* stride 1, AVX2 or better */
         float *out = p + a->ph * a->pw + dw_slack(a->dw, a->geo);
+        pad_plane(a, plane, p);
         if (a->dw->isa == AF_ISA_AVX512) flat_avx512(a, p, wk, out, a->oh * a->pw);
         else flat_avx2(a, p, wk, out, a->oh * a->pw);
-        for (int64_t oy = 0; oy < a->oh; oy++) memcpy(yp + oy * a->ow, out + oy * a->pw, (size_t)a->ow * sizeof(float));
-        if (a->epi.n_steps) a->apply(&a->epi, yp, a->oh * a->ow, 1, (int)(a->oh * a->ow), ch, 0, img);
-        return;
-    }
-    af_conv_geom geo = *a->geo;
-    geo.pad_begin[0] = geo.pad_begin[1] = 0;
-    dw_args pa = *a;
-    pa.geo = &geo;
-    pa.h = a->ph;
-    pa.w = a->pw;
-    const int64_t s = geo.stride[1];
-    bool vec512 = a->dw->isa == AF_ISA_AVX512 && (s == 1 || s == 2);
-    bool vec256 = a->dw->isa >= AF_ISA_AVX2 && s == 1 && !vec512;
-    for (int64_t oy = 0; oy < a->oh; oy++) {
-        float *yrow = yp + oy * a->ow;
-        if (vec512) row_avx512(&pa, p, wk, oy, yrow, 0, a->ow);
-        else if (vec256) row_avx2(&pa, p, wk, oy, yrow, 0, a->ow);
-        else
-            for (int64_t ox = 0; ox < a->ow; ox++) yrow[ox] = dw_pixel(&pa, p, wk, oy, ox);
+        copy_rows(a, out, a->pw, yp);
+    } else { /* the row kernels on the padded plane, whose taps are all inside */
+        pad_plane(a, plane, p);
+        af_conv_geom geo = *a->geo;
+        geo.pad_begin[0] = geo.pad_begin[1] = 0;
+        dw_args pa = *a;
+        pa.geo = &geo;
+        pa.h = a->ph;
+        pa.w = a->pw;
+        const int64_t s = geo.stride[1];
+        bool vec512 = a->dw->isa == AF_ISA_AVX512 && (s == 1 || s == 2);
+        bool vec256 = a->dw->isa >= AF_ISA_AVX2 && s == 1 && !vec512;
+        for (int64_t oy = 0; oy < a->oh; oy++) {
+            float *yrow = yp + oy * a->ow;
+            if (vec512) row_avx512(&pa, p, wk, oy, yrow, 0, a->ow);
+            else if (vec256) row_avx2(&pa, p, wk, oy, yrow, 0, a->ow);
+            else
+                for (int64_t ox = 0; ox < a->ow; ox++) yrow[ox] = dw_pixel(&pa, p, wk, oy, ox);
+        }
     }
     if (a->epi.n_steps) a->apply(&a->epi, yp, a->oh * a->ow, 1, (int)(a->oh * a->ow), ch, 0, img);
 }
@@ -369,6 +372,7 @@ af_status af_depthwise_conv_run(const af_depthwise_conv *dw, const af_conv_geom 
         if (need <= scratch_bytes) a.scratch = scratch; /* else the bounds-checked path */
         a.flat = geo->stride[0] == 1 && geo->stride[1] == 1 && dw->isa >= AF_ISA_AVX2;
         a.flat2 = flat2_fits(dw, geo);
+        if (a.flat2) a.phases = phases_for(dw, oh, ow);
     }
     af_epilogue_init(&a.epi);
     af_status st = AF_OK;
