@@ -226,8 +226,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         if (!s->pointwise && groups == 1 && oh > 0 && af_conv_taps_fit(&geo, ow)) {
             st = af_conv_taps_prepare(req->isa, w->data, cout, cin, s->kh, s->kw, &s->taps);
             if (st != AF_OK) goto fail;
-            k->workspace_bytes = af_conv_taps_workspace(&s->taps, x->dims[2], x->dims[3], oh, ow, &geo,
-                                                        req->n_threads > 0 ? req->n_threads : 1);
+            k->workspace_bytes = af_conv_taps_workspace(&s->taps, oh, ow, req->n_threads > 0 ? req->n_threads : 1);
             k->name = "f32_conv_tap_gemms";
             for (int64_t t = 0; t < s->kh * s->kw; t++) k->weight_bytes += af_gemm_packed_bytes(s->taps.packed[t]);
             goto done;

@@ -57,9 +57,7 @@ static size_t chunk_floats(const af_conv_taps *t, const taps_split *s, int n_thr
            gemm_ws(t, s->rows * s->wp, s->per_task ? 1 : n_threads) / sizeof(float);
 }
 
-size_t af_conv_taps_workspace(const af_conv_taps *t, int64_t h, int64_t w, int64_t oh, int64_t ow,
-                              const af_conv_geom *geo, int n_threads) {
-    (void)h, (void)w, (void)geo;
+size_t af_conv_taps_workspace(const af_conv_taps *t, int64_t oh, int64_t ow, int n_threads) {
     /* The most any thread count up to n_threads needs: a pool may run with fewer. */
     size_t most = 0;
     for (int n = 1; n <= (n_threads > 1 ? n_threads : 1); n++) {
@@ -106,6 +104,7 @@ typedef struct taps_run {
     const float *x;
     float *y, *xp, *chunks; /* padded input; per-task chunk buffers */
     size_t chunk_floats;
+    size_t gemm_bytes;      /* the GEMM scratch after each chunk buffer */
     int64_t h, w, oh, ow;
     const af_epilogue *epi;
     af_epilogue_tile_fn apply;
@@ -151,7 +150,7 @@ static void chunk_task(void *ctx, int task, int thread) {
             d.ldc = n;
             d.beta = ky == 0 && kx == 0 ? 0.0f : 1.0f;
             d.workspace = gws;
-            d.workspace_size = gemm_ws(t, n, r->gemm_threads);
+            d.workspace_size = r->gemm_bytes;
             if (af_sgemm(&d, r->gemm_threads > 1 ? r->pool : NULL) != AF_OK) atomic_store(&r->failed, 1);
         }
     const int64_t hw = r->oh * r->ow;
@@ -167,7 +166,7 @@ af_status af_conv_taps_run(const af_conv_taps *t, const af_conv_geom *geo, const
                            int64_t w, int64_t oh, int64_t ow, const af_epilogue *epi, af_threadpool *pool,
                            void *workspace, size_t workspace_bytes) {
     const int n_threads = af_threadpool_n_threads(pool);
-    if (!workspace || af_conv_taps_workspace(t, h, w, oh, ow, geo, n_threads) > workspace_bytes)
+    if (!workspace || af_conv_taps_workspace(t, oh, ow, n_threads) > workspace_bytes)
         return AF_ERR_RUNTIME;
     taps_run r = {.t = t, .geo = geo, .s = split_for(t, oh, ow, n_threads), .x = x, .y = y, .xp = workspace,
                   .h = h, .w = w, .oh = oh, .ow = ow, .epi = epi, .apply = af_epilogue_tile_fn_for(t->isa),
@@ -175,6 +174,7 @@ af_status af_conv_taps_run(const af_conv_taps *t, const af_conv_geom *geo, const
     r.chunks = r.xp + t->cin * r.s.plane;
     r.chunk_floats = chunk_floats(t, &r.s, n_threads);
     r.gemm_threads = r.s.per_task ? 1 : n_threads;
+    r.gemm_bytes = gemm_ws(t, r.s.rows * r.s.wp, r.gemm_threads); /* a shorter last chunk needs no more */
     atomic_init(&r.failed, 0);
     af_threadpool_run(pool, (int)t->cin, pad_task, &r);
     int chunks = (int)((oh + r.s.rows - 1) / r.s.rows);

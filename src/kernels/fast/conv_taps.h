@@ -10,7 +10,7 @@
  *
  *   af_conv_taps t;
  *   af_conv_taps_prepare(isa, w, cout, cin, kh, kw, &t);           // packs one A per tap
- *   size_t ws = af_conv_taps_workspace(&t, h, w, oh, ow, geo, n_threads);
+ *   size_t ws = af_conv_taps_workspace(&t, oh, ow, n_threads);
  *   af_conv_taps_run(&t, geo, x, y, h, w, oh, ow, epi, pool, workspace, ws);   // one image
  *   af_conv_taps_release(&t);
  */
@@ -37,8 +37,7 @@ void af_conv_taps_release(af_conv_taps *t);
  * more than the unfolding saves (ResNet-50's 512-channel 3x3 layers: 4.3 ms against 3.1). */
 bool af_conv_taps_fit(const af_conv_geom *geo, int64_t ow);
 /* Scratch one run needs for this geometry on up to n_threads threads. */
-size_t af_conv_taps_workspace(const af_conv_taps *t, int64_t h, int64_t w, int64_t oh, int64_t ow,
-                              const af_conv_geom *geo, int n_threads);
+size_t af_conv_taps_workspace(const af_conv_taps *t, int64_t oh, int64_t ow, int n_threads);
 /* One image: x is [cin, h, w], y is [cout, oh, ow]. epi (bias first, vectors offset to this image)
  * is applied to each chunk of output rows once the taps have summed. AF_ERR_RUNTIME when the
  * workspace is smaller than af_conv_taps_workspace for the pool's threads. */
