@@ -37,15 +37,8 @@ static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_pla
     return st;
 }
 
-/* Lifetimes, memory plan, both caps (checked before anything that size is allocated), buffers. */
-static af_status build_memory(const af_graph *g, const af_plan_request *rq, af_plan_state *ps, uint64_t max_mem,
-                              af_error *err) {
-    af_status st;
-    if ((st = af_lifetimes_compute(g, &ps->plan, &ps->lifetimes, err)) != AF_OK) return st;
-    if ((st = af_memory_plan_build(g, &ps->lifetimes, &ps->memory, err)) != AF_OK) return st;
-    long long kept = af_alloc_live_bytes() - ps->kept_bytes; /* kept_bytes held the count before */
-    ps->kept_bytes = kept > 0 ? (size_t)kept : 0;
-    for (int i = 0; i < ps->plan.n_steps; i++) ps->kernel_weight_bytes += ps->plan.steps[i].kernel.weight_bytes;
+/* Both caps (checked before anything that size is allocated), then the buffers. */
+static af_status build_buffers(const af_plan_request *rq, af_plan_state *ps, uint64_t max_mem, af_error *err) {
     size_t arena = ps->memory.arena_bytes, scratch = ps->plan.workspace_bytes, need = arena + scratch;
     if (need < arena || need > rq->limits->max_activation_bytes)
         return af_errorf(err, AF_ERR_LIMIT,
@@ -71,10 +64,16 @@ af_status af_plan_state_build(const af_graph *g, const af_plan_request *rq, af_p
     if (!ps) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory building a plan");
     atomic_init(&ps->refs, 1);
     uint64_t max_mem = 0;
-    long long before = af_alloc_live_bytes();
-    ps->kept_bytes = before > 0 ? (size_t)before : 0;
+    const long long before = af_alloc_live_bytes();
     af_status st = build_plan(g, rq, ps, &max_mem, err);
-    if (st == AF_OK) st = build_memory(g, rq, ps, max_mem, err);
+    if (st == AF_OK) st = af_lifetimes_compute(g, &ps->plan, &ps->lifetimes, err);
+    if (st == AF_OK) st = af_memory_plan_build(g, &ps->lifetimes, &ps->memory, err);
+    if (st == AF_OK) { /* what the plan keeps, before its activation and scratch buffers */
+        const long long kept = af_alloc_live_bytes() - before;
+        ps->kept_bytes = kept > 0 ? (size_t)kept : 0;
+        for (int i = 0; i < ps->plan.n_steps; i++) ps->kernel_weight_bytes += ps->plan.steps[i].kernel.weight_bytes;
+        st = build_buffers(rq, ps, max_mem, err);
+    }
     if (st != AF_OK) {
         plan_state_free(ps);
         return st;
