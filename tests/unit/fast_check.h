@@ -224,15 +224,17 @@ static inline bool fx_prepare(fx *f, af_isa isa, af_kernel *k) {
     return true;
 }
 
-/* Allocates out (the node's outputs) and runs kernel k on them with epilogue epi (may be NULL). */
-static inline af_status fx_run_fast_epi(fx *f, const af_kernel *k, const af_epilogue *epi, af_threadpool *pool,
-                                        af_tensor *out) {
+/* Allocates out (the node's outputs) and runs kernel k on them with epilogue epi (may be NULL),
+ * or the node's reference kernel when k is NULL. */
+static inline af_status fx_run(fx *f, const af_kernel *k, const af_epilogue *epi, af_threadpool *pool,
+                               af_tensor *out) {
     af_status st = fx_alloc_outputs(f, out);
     if (st != AF_OK) return st;
     const af_tensor *ins[FX_MAX_IN];
     af_tensor *outs[FX_MAX_OUT];
     for (int j = 0; j < f->node.n_outputs; j++) outs[j] = f->out_ids[j] >= 0 ? &out[j] : NULL;
     af_op_ctx c = fx_ctx(f, ins, outs);
+    if (!k) return af_op_info(f->node.op)->run(&c);
     void *ws = k->workspace_bytes ? af_malloc_aligned(k->workspace_bytes) : NULL;
     st = k->run(k, &c, epi, pool, ws);
     af_free_aligned(ws);
@@ -240,19 +242,10 @@ static inline af_status fx_run_fast_epi(fx *f, const af_kernel *k, const af_epil
 }
 
 static inline af_status fx_run_fast(fx *f, const af_kernel *k, af_threadpool *pool, af_tensor *out) {
-    return fx_run_fast_epi(f, k, NULL, pool, out);
+    return fx_run(f, k, NULL, pool, out);
 }
 
-/* Allocates out and runs the node's reference kernel on them. */
-static inline af_status fx_run_reference(fx *f, af_tensor *out) {
-    af_status st = fx_alloc_outputs(f, out);
-    if (st != AF_OK) return st;
-    const af_tensor *ins[FX_MAX_IN];
-    af_tensor *outs[FX_MAX_OUT];
-    for (int j = 0; j < f->node.n_outputs; j++) outs[j] = f->out_ids[j] >= 0 ? &out[j] : NULL;
-    af_op_ctx c = fx_ctx(f, ins, outs);
-    return af_op_info(f->node.op)->run(&c);
-}
+static inline af_status fx_run_reference(fx *f, af_tensor *out) { return fx_run(f, NULL, NULL, NULL, out); }
 
 /* Runs the reference and the fast kernel for isa (on both pools) and compares output 0. Returns
  * -1 when no fast kernel covers the node, else the elements out of tolerance (plus one when the

@@ -106,7 +106,7 @@ AF_TEST(fast_conv_tap_gemms_apply_a_residual_epilogue_per_chunk) {
             for (int64_t j = 0; j < numel; j++) r[j] = r[j] + res[j] > 0 ? r[j] + res[j] : 0;
             af_threadpool *pl[2] = {pools.one, pools.two};
             for (int p = 0; p < 2; p++) {
-                CHECK(fx_run_fast_epi(&f, &k, &e, pl[p], got) == AF_OK);
+                CHECK(fx_run(&f, &k, &e, pl[p], got) == AF_OK);
                 CHECK_EQ_INT(fx_count_off(&got[0], &ref[0], (fx_tol){1e-5, 1e-4, 0}, k.name), 0);
                 fx_free_outputs(&f, got);
             }
