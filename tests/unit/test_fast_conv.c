@@ -1,7 +1,9 @@
-/* Fast Conv (1x1 GEMM, im2col GEMM, depthwise) against the reference Conv on the same inputs, at
+/* Fast Conv (1x1 GEMM, implicit GEMM, im2col GEMM, depthwise) against the reference Conv on the same inputs, at
  * every ISA level and 1/2 threads, over kernel sizes, strides, pads, groups and plane widths that
  * hit the vector tails (widths 1..40 cover full blocks, masked tails and border columns).
  * Tolerance: 1e-5 + 1e-4 |ref| (float sums in a different order than the double reference). */
+#include <math.h>
+
 #include "fast_check.h"
 
 typedef struct conv_case {
@@ -46,6 +48,10 @@ AF_TEST(fast_conv_matches_reference) {
                 {1, 5, 5, w, w, 3, 1, 2, 5, true, 2, 0}, /* depthwise dilated */
                 {1, 5, 5, w, w, 3, 1, 1, 5, false, 1, 2}, /* depthwise, pads 1 and 2 (taller output) */
                 {1, 5, 5, w, w, 5, 2, 2, 5, false, 2, 3}, /* depthwise dilated stride 2, uneven pads */
+                {1, 3, 40, w, w, 7, 2, 3, 1, true, 0, 0},  /* implicit: a 7x7 stride-2 stem, 2 panels */
+                {1, 5, 33, w, w, 1, 2, 0, 1, false, 0, 0}, /* implicit: 1x1 stride 2, a 1-channel panel */
+                {1, 6, 9, w, w + 2, 3, 2, 1, 1, true, 0, 2}, /* implicit: stride 2, uneven pads */
+                {1, 4, 5, w, w, 2, 3, 1, 1, true, 0, 0},   /* implicit: stride 3 > kernel 2 */
             };
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
                 const conv_case *cc = &cases[c];
@@ -65,17 +71,20 @@ AF_TEST(fast_conv_matches_reference) {
     fx_pools_free(&pools);
 }
 
-/* Stride-1 convolutions big enough for the tap GEMMs to split the output into row chunks, one per
- * task, with a residual + ReLU epilogue applied per chunk (residual offsets per chunk), on one and
- * two threads: against the reference conv followed by the same steps. */
-AF_TEST(fast_conv_tap_gemms_apply_a_residual_epilogue_per_chunk) {
+/* The implicit GEMM on shapes that fill several tasks, row blocks and weight panels (cout not a
+ * multiple of any ISA's panel, widths not a multiple of its tile), with a residual + ReLU
+ * epilogue (in registers where the ISA fuses it) and with a GELU after it (run after the store),
+ * on one and two threads: against the reference conv followed by the same steps. */
+AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
     af_isa isas[AF_ISA_COUNT];
     int n_isa = fx_isas(isas);
     const conv_case cases[] = {
-        {1, 64, 8, 44, 44, 3, 1, 1, 1, true, 0, 0},   /* 4 chunks at 2 threads */
+        {1, 64, 40, 44, 44, 3, 1, 1, 1, true, 0, 0},  /* several row blocks at 2 threads */
         {2, 16, 5, 30, 37, 5, 1, 2, 1, true, 0, 3},   /* 5x5, uneven pads, batch 2 */
+        {1, 24, 70, 15, 15, 3, 2, 1, 1, true, 0, 0},  /* stride 2, three panels */
+        {1, 40, 36, 13, 13, 1, 1, 0, 1, true, 0, 0},  /* pointwise on a small plane */
     };
     for (int i = 0; i < n_isa; i++)
         for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++) {
@@ -87,10 +96,11 @@ AF_TEST(fast_conv_tap_gemms_apply_a_residual_epilogue_per_chunk) {
             fx_input(&f, fx_rand(1, (int64_t[]){cc->cout}, -1, 1, 13), true);
             int64_t pe = cc->pad_end ? cc->pad_end : cc->pad;
             fx_ints(&f, "pads", 4, (int64_t[]){cc->pad, cc->pad, pe, pe});
+            fx_ints(&f, "strides", 2, (int64_t[]){cc->stride, cc->stride});
             fx_outputs(&f, 1, 1);
             af_kernel k;
             CHECK(fx_prepare(&f, isas[i], &k));
-            CHECK(strcmp(k.name, "f32_conv_tap_gemms") == 0);
+            CHECK(strcmp(k.name, "f32_conv_implicit_gemm") == 0);
             af_tensor ref[FX_MAX_OUT], got[FX_MAX_OUT];
             CHECK(fx_run_reference(&f, ref) == AF_OK);
             const int64_t numel = af_tensor_numel(&ref[0]);
@@ -105,6 +115,14 @@ AF_TEST(fast_conv_tap_gemms_apply_a_residual_epilogue_per_chunk) {
             float *r = ref[0].data;
             for (int64_t j = 0; j < numel; j++) r[j] = r[j] + res[j] > 0 ? r[j] + res[j] : 0;
             af_threadpool *pl[2] = {pools.one, pools.two};
+            for (int p = 0; p < 2; p++) {
+                CHECK(fx_run(&f, &k, &e, pl[p], got) == AF_OK);
+                CHECK_EQ_INT(fx_count_off(&got[0], &ref[0], (fx_tol){1e-5, 1e-4, 0}, k.name), 0);
+                fx_free_outputs(&f, got);
+            }
+            /* A step no microkernel runs in registers: the whole program runs after the store. */
+            CHECK(af_epilogue_unary(&e, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
+            for (int64_t j = 0; j < numel; j++) r[j] = (float)(0.5 * r[j] * (1.0 + erf(r[j] / sqrt(2.0))));
             for (int p = 0; p < 2; p++) {
                 CHECK(fx_run(&f, &k, &e, pl[p], got) == AF_OK);
                 CHECK_EQ_INT(fx_count_off(&got[0], &ref[0], (fx_tol){1e-5, 1e-4, 0}, k.name), 0);

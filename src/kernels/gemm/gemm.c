@@ -19,7 +19,7 @@ struct af_gemm_packed {
     float *data;
 };
 
-static const af_gemm_isa_cfg *isa_cfg(af_isa isa) {
+const af_gemm_isa_cfg *af_gemm_isa_cfg_for(af_isa isa) {
     switch (isa) {
     case AF_ISA_AVX512: return &af_gemm_cfg_avx512;
     case AF_ISA_AVX2: return &af_gemm_cfg_avx2;
@@ -27,8 +27,10 @@ static const af_gemm_isa_cfg *isa_cfg(af_isa isa) {
     }
 }
 
+const float *af_gemm_packed_data(const af_gemm_packed *p) { return p->data; }
+
 void af_gemm_tile_shape(af_isa isa, int *mr, int *nr) {
-    const af_gemm_isa_cfg *cfg = isa_cfg(af_cpu_isa_clamp(isa));
+    const af_gemm_isa_cfg *cfg = af_gemm_isa_cfg_for(af_cpu_isa_clamp(isa));
     *mr = cfg->mr;
     *nr = cfg->nr;
 }
@@ -51,7 +53,7 @@ static af_status pack_operand(af_isa isa, bool is_b, int64_t batch, int64_t rows
     if (batch < 1 || rows < 1 || K < 1 || !src || ld < (lanes_contiguous ? rows : K) || stride < 0)
         return AF_ERR_INVALID_ARGUMENT;
     isa = af_cpu_isa_clamp(isa);
-    const af_gemm_isa_cfg *cfg = isa_cfg(isa);
+    const af_gemm_isa_cfg *cfg = af_gemm_isa_cfg_for(isa);
     const int w = is_b ? cfg->nr : cfg->mr;
     const int64_t panels = ceil_div(rows, w);
     int64_t item, total;
@@ -201,7 +203,7 @@ static void run_k0_tile(const gemm_run *r, int64_t b, int64_t m_lo, int64_t m_hi
  * order, [BIAS_ROW | SCALE_SHIFT_ROW] [BIAS_COL] [ADD] [RELU | CLIP | HARD_SWISH], each optional,
  * into af_gemm_fused (vectors offset to batch item b); returns its length. The rest of the
  * program (a GELU, say) runs in the tile applier after the store, one pass per step. */
-static int compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f) {
+int af_gemm_compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f) {
     *f = (af_gemm_fused){.lo = -INFINITY, .hi = INFINITY};
     int i = 0;
     const af_epi_step *s = e->steps;
@@ -227,7 +229,7 @@ static int compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f) {
 }
 
 /* The fused steps for the tile at (m, n) of the batch item f was compiled for. */
-static void fused_at(const af_gemm_fused *f, int64_t m, int64_t n, af_gemm_fused *out) {
+void af_gemm_fused_at(const af_gemm_fused *f, int64_t m, int64_t n, af_gemm_fused *out) {
     *out = *f;
     if (out->row_scale) out->row_scale += m;
     if (out->row_shift) out->row_shift += m;
@@ -282,7 +284,7 @@ static void run_task(void *ctx, int task, int thread) {
     float *C = d->C + b * d->stride_c;
     const af_epilogue *epi = d->epilogue && d->epilogue->n_steps ? d->epilogue : NULL;
     af_gemm_fused fb;
-    const int n_fused = epi && cfg->fused ? compile_fused(epi, b, &fb) : 0;
+    const int n_fused = epi && cfg->fused ? af_gemm_compile_fused(epi, b, &fb) : 0;
     const bool use_fused = n_fused > 0;
     af_epilogue rest; /* the steps the tile applier runs after the store */
     const af_epilogue *after = epi;
@@ -366,7 +368,7 @@ static void run_task(void *ctx, int task, int thread) {
                         float *cp = C + (ic + ir) * d->ldc + jc + jr;
                         af_gemm_fused ft;
                         const bool fuse = last && use_fused;
-                        if (fuse) fused_at(&fb, ic + ir, jc + jr, &ft);
+                        if (fuse) af_gemm_fused_at(&fb, ic + ir, jc + jr, &ft);
                         if (fuse && fb.residual)
                             prefetch_rows(fb.residual + (ic + ir + 2 * MR) * fb.res_ld + jc + jr, fb.res_ld,
                                           min64(MR, m_hi - ic - ir - 2 * MR), nr);
@@ -417,7 +419,7 @@ static af_status check_desc(const af_gemm_desc *d, af_isa isa) {
 }
 
 size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads) {
-    const af_gemm_isa_cfg *cfg = isa_cfg(af_cpu_isa_clamp(d->isa));
+    const af_gemm_isa_cfg *cfg = af_gemm_isa_cfg_for(af_cpu_isa_clamp(d->isa));
     if (d->M <= 0 || d->N <= 0 || d->K <= 0 || d->batch <= 0) return 0;
     const blocking bl = choose_blocking(cfg, d->K);
     return (size_t)ws_floats_per_thread(d, cfg, &bl) * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
@@ -429,7 +431,7 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
     af_status st = check_desc(d, isa);
     if (st != AF_OK || d->M == 0 || d->N == 0 || d->batch == 0) return st;
     const int n_threads = af_threadpool_n_threads(pool);
-    gemm_run r = {.d = d, .cfg = isa_cfg(isa)};
+    gemm_run r = {.d = d, .cfg = af_gemm_isa_cfg_for(isa)};
     r.bl = choose_blocking(r.cfg, d->K);
     choose_tasks(&r, n_threads);
     const int64_t n_tasks = d->batch * r.n_mt * r.n_nt;

@@ -107,11 +107,62 @@ TARGET void af_f32_gemm_ukernel_6x16__avx2(const af_gemm_tile_args *t) {
     else row_kernels[t->mr][t->nr > 8](t);
 }
 
+/* The convolution kernel (see af_gemm_isa_cfg.conv_tile): MR_ pixels broadcast from the input
+ * by NV vectors of 8 channels from the packed weights, stored transposed through a small buffer;
+ * the driver runs the epilogue (conv_fused is false here). */
+TARGET static inline __attribute__((always_inline)) void conv_kernel(const int MR_, const int NV,
+                                                                     const af_gemm_tile_args *t) {
+    const float *a = t->a, *restrict b = t->b;
+    const int taps = t->taps;
+    const int32_t *off = t->tap_off;
+    const int64_t chan_ld = t->chan_ld, nch = t->kc / taps;
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) acc[i][v] = _mm256_setzero_ps();
+    for (int64_t ch = 0; ch < nch; ch++, a += chan_ld) {
+        const float *ahead = a + 2 * chan_ld; /* as in the AVX-512 kernel */
+        for (int j = 0; j < taps; j++, b += NR) {
+            const float *aj = a + off[j];
+            const __m256 b0 = _mm256_loadu_ps(b), b1 = NV > 1 ? _mm256_loadu_ps(b + 8) : b0;
+#pragma GCC unroll 6
+            for (int i = 0; i < MR_; i++) {
+                const __m256 ai = _mm256_broadcast_ss(aj + i);
+                acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+                if (NV > 1) acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+            }
+            _mm_prefetch((const char *)(ahead + off[j]), _MM_HINT_T0);
+        }
+    }
+    float tile[MR][NR];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(tile[i] + 8 * v, acc[i][v]);
+    for (int j = 0; j < t->nr; j++)
+        for (int i = 0; i < MR_; i++) t->c[j * t->ldc + i] = tile[i][j];
+}
+
+#define DEF_CONV(R, NV)                                                                            \
+    TARGET static void conv_##R##x##NV(const af_gemm_tile_args *t) { conv_kernel(R, NV, t); }
+#define DEF_CONV_ROWS(R) DEF_CONV(R, 1) DEF_CONV(R, 2)
+DEF_CONV_ROWS(1) DEF_CONV_ROWS(2) DEF_CONV_ROWS(3) DEF_CONV_ROWS(4) DEF_CONV_ROWS(5) DEF_CONV_ROWS(6)
+
+#define CONV_PAIR(R) {conv_##R##x1, conv_##R##x2}
+static const af_gemm_tile_fn conv_kernels[MR + 1][2] = {
+    {NULL, NULL}, CONV_PAIR(1), CONV_PAIR(2), CONV_PAIR(3), CONV_PAIR(4), CONV_PAIR(5), CONV_PAIR(6),
+};
+
+TARGET void af_f32_conv_ukernel_6x16__avx2(const af_gemm_tile_args *t) { conv_kernels[t->mr][t->nr > 8](t); }
+
 const af_gemm_isa_cfg af_gemm_cfg_avx2 = {
     .mr = MR,
     .nr = NR,
     .tile = af_f32_gemm_ukernel_6x16__avx2,
     .fused = true,
+    .conv_tile = af_f32_conv_ukernel_6x16__avx2,
+    .conv_fused = false,
     .pack = af_gemm_pack_scalar,
     .epilogue = af_epilogue_apply_avx2,
 };

@@ -208,6 +208,72 @@ TARGET static inline __attribute__((always_inline)) void transpose16(const __m51
     }
 }
 
+/* The convolution kernel (see af_gemm_isa_cfg.conv_tile): MR_ pixels of one output row, each
+ * broadcast from the input planes, by NV vectors of 16 output channels from the packed weights;
+ * 28 accumulators as in the GEMM kernel. The pixel-by-channel tile is transposed in registers
+ * into rows of channels, so the fused steps and the stores are those of a GEMM tile of C. */
+TARGET static inline __attribute__((always_inline)) void conv_kernel(const int MR_, const int NV,
+                                                                     const af_gemm_tile_args *t) {
+    const float *a = t->a, *restrict b = t->b;
+    const int taps = t->taps;
+    const int32_t *off = t->tap_off;
+    const int64_t chan_ld = t->chan_ld, nch = t->kc / taps;
+    __m512 acc[MR][2];
+#pragma GCC unroll 14
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
+    for (int64_t ch = 0; ch < nch; ch++, a += chan_ld) {
+        /* Each channel's rows sit a plane apart, a stride the hardware prefetchers do not follow:
+         * fetch those of a channel about 8 k steps ahead (prefetches never fault). */
+        const float *ahead = a + (taps >= 4 ? 2 : 8 / taps) * chan_ld;
+        for (int j = 0; j < taps; j++, b += NR) {
+            const float *aj = a + off[j];
+            const __m512 b0 = _mm512_loadu_ps(b), b1 = NV > 1 ? _mm512_loadu_ps(b + 16) : b0;
+#pragma GCC unroll 14
+            for (int i = 0; i < MR_; i++) {
+                const __m512 ai = _mm512_set1_ps(aj[i]);
+                acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+                if (NV > 1) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+            }
+            _mm_prefetch((const char *)(ahead + off[j]), _MM_HINT_T0);
+            _mm_prefetch((const char *)(ahead + off[j] + MR_ - 1), _MM_HINT_T0); /* the pixels may span two lines */
+        }
+    }
+    float *restrict c = t->c;
+    const int64_t ldc = t->ldc;
+    const af_gemm_fused *f = t->fused;
+    const __mmask16 pix = (__mmask16)((1u << MR_) - 1);
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) {
+        __m512 r[16], o[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) r[i] = i < MR_ ? acc[i][v] : _mm512_setzero_ps();
+        transpose16(r, o);
+        const int rows = t->nr - 16 * v < 16 ? t->nr - 16 * v : 16;
+        for (int l = 0; l < rows; l++) {
+            const int j = 16 * v + l;
+            const __m512 x = f ? fused_vec(f, o[l], j, 0, pix) : o[l];
+            _mm512_mask_storeu_ps(c + j * ldc, pix, x);
+        }
+    }
+}
+
+#define DEF_CONV(R, NV)                                                                            \
+    TARGET static void conv_##R##x##NV(const af_gemm_tile_args *t) { conv_kernel(R, NV, t); }
+#define DEF_CONV_ROWS(R) DEF_CONV(R, 1) DEF_CONV(R, 2)
+DEF_CONV_ROWS(1) DEF_CONV_ROWS(2) DEF_CONV_ROWS(3) DEF_CONV_ROWS(4) DEF_CONV_ROWS(5) DEF_CONV_ROWS(6)
+DEF_CONV_ROWS(7) DEF_CONV_ROWS(8) DEF_CONV_ROWS(9) DEF_CONV_ROWS(10) DEF_CONV_ROWS(11) DEF_CONV_ROWS(12)
+DEF_CONV_ROWS(13) DEF_CONV_ROWS(14)
+
+#define CONV_PAIR(R) {conv_##R##x1, conv_##R##x2}
+static const af_gemm_tile_fn conv_kernels[MR + 1][2] = {
+    {NULL, NULL},  CONV_PAIR(1),  CONV_PAIR(2),  CONV_PAIR(3),  CONV_PAIR(4),  CONV_PAIR(5),  CONV_PAIR(6), CONV_PAIR(7),
+    CONV_PAIR(8),  CONV_PAIR(9),  CONV_PAIR(10), CONV_PAIR(11), CONV_PAIR(12), CONV_PAIR(13), CONV_PAIR(14),
+};
+
+TARGET void af_f32_conv_ukernel_14x32__avx512(const af_gemm_tile_args *t) { conv_kernels[t->mr][t->nr > 16](t); }
+
 /* The transposing case (A as stored, B transposed): 16 x 16 blocks through registers. */
 TARGET static void pack_transposed(const float *src, int64_t ld, int64_t lanes, int w, int64_t kc, float *dst) {
     for (int64_t l0 = 0; l0 < lanes; l0 += w, dst += kc * w) {
@@ -264,6 +330,8 @@ const af_gemm_isa_cfg af_gemm_cfg_avx512 = {
     .nr = NR,
     .tile = af_f32_gemm_ukernel_14x32__avx512,
     .fused = true,
+    .conv_tile = af_f32_conv_ukernel_14x32__avx512,
+    .conv_fused = true,
     .pack = pack_avx512,
     .epilogue = af_epilogue_apply_avx512,
 };

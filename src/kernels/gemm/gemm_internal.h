@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "kernels/epilogue.h"
+#include "kernels/gemm/gemm.h"
 
 /* The elementwise steps a microkernel can apply itself, in registers, before its store, in this
  * order: x = x * row_scale[i] + row_shift[i] (or + row_shift[i] alone), + col_shift[j],
@@ -42,6 +43,12 @@ typedef struct af_gemm_tile_args {
     int64_t kc;
     const float *a, *b;
     int64_t ldb;
+    /* The convolution tile function's input (conv_implicit.c): kc / taps channels of `taps` taps,
+     * the pixel values of channel ch, tap j at a + ch * chan_ld + tap_off[j] (mr consecutive
+     * floats, one per output pixel). */
+    const int32_t *tap_off;
+    int taps;
+    int64_t chan_ld;
     float *c;
     int64_t ldc;
     int mr, nr;
@@ -63,6 +70,13 @@ typedef struct af_gemm_isa_cfg {
     int mr, nr;
     af_gemm_tile_fn tile;
     bool fused; /* tile honours af_gemm_tile_args.fused */
+    /* The convolution tile: mr (<= MR) output pixels of one row by nr (<= NR) output channels.
+     * The pixels are broadcast from the input as tap_off describes, b is a packed panel of NR
+     * channels (k-major, like a packed B), and the tile is stored transposed, as rows of channels:
+     * C[j * ldc + i] for channel j, pixel i, with `fused` (rows = channels) when conv_fused. alpha
+     * 1 and beta 0 (C is only written). */
+    af_gemm_tile_fn conv_tile;
+    bool conv_fused;
     af_gemm_pack_fn pack;
     af_epilogue_tile_fn epilogue;
 } af_gemm_isa_cfg;
@@ -71,10 +85,23 @@ extern const af_gemm_isa_cfg af_gemm_cfg_scalar;
 extern const af_gemm_isa_cfg af_gemm_cfg_avx2;
 extern const af_gemm_isa_cfg af_gemm_cfg_avx512;
 
+/* The configuration of an isa (already clamped to the CPU). */
+const af_gemm_isa_cfg *af_gemm_isa_cfg_for(af_isa isa);
+/* The panels of a prepacked operand (batch item 0): panel r starts at r * K * w. */
+const float *af_gemm_packed_data(const af_gemm_packed *p);
+
+/* The in-register prefix of an epilogue program (vectors offset to batch item b) into f; returns
+ * how many of its steps that is. */
+int af_gemm_compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f);
+/* f offset to the tile whose first element is (m, n). */
+void af_gemm_fused_at(const af_gemm_fused *f, int64_t m, int64_t n, af_gemm_fused *out);
+
 /* The tile functions under their XNNPACK-style names (the full tile is the fast path). */
 void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t);
 void af_f32_gemm_ukernel_6x16__avx2(const af_gemm_tile_args *t);
 void af_f32_gemm_ukernel_4x4__scalar(const af_gemm_tile_args *t);
+void af_f32_conv_ukernel_14x32__avx512(const af_gemm_tile_args *t);
+void af_f32_conv_ukernel_6x16__avx2(const af_gemm_tile_args *t);
 
 /* The portable packer (gemm_scalar.c); ISA files may use it or their own. */
 void af_gemm_pack_scalar(const float *src, int64_t ld, int lanes_contiguous, int64_t lanes, int w, int64_t kc,

@@ -46,11 +46,26 @@ void af_f32_gemm_ukernel_4x4__scalar(const af_gemm_tile_args *t) {
         }
 }
 
+/* The portable convolution tile (see af_gemm_isa_cfg.conv_tile), stored transposed. */
+static void conv_tile_scalar(const af_gemm_tile_args *t) {
+    const float *b = t->b;
+    float acc[MR][NR] = {{0}};
+    for (int64_t k = 0; k < t->kc; k++, b += NR) {
+        const float *a = t->a + k / t->taps * t->chan_ld + t->tap_off[k % t->taps];
+        for (int i = 0; i < t->mr; i++)
+            for (int j = 0; j < NR; j++) acc[i][j] += a[i] * b[j];
+    }
+    for (int j = 0; j < t->nr; j++)
+        for (int i = 0; i < t->mr; i++) t->c[j * t->ldc + i] = acc[i][j];
+}
+
 const af_gemm_isa_cfg af_gemm_cfg_scalar = {
     .mr = MR,
     .nr = NR,
     .tile = af_f32_gemm_ukernel_4x4__scalar,
     .fused = false,
+    .conv_tile = conv_tile_scalar,
+    .conv_fused = false,
     .pack = af_gemm_pack_scalar,
     .epilogue = af_epilogue_apply_ref,
 };

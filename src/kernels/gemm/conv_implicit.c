@@ -1,0 +1,213 @@
+/* Convolution as an implicit GEMM over phase planes (see conv_implicit.h). */
+#include "kernels/gemm/conv_implicit.h"
+
+#include <string.h>
+
+#include "kernels/gemm/gemm_internal.h"
+#include "util/alloc.h"
+
+/* A block of output rows reads about this much of the phase planes; it stays in the core's L2
+ * (1 MB here) while every weight panel of the task passes over it. */
+#define BLOCK_B_BYTES (512 * 1024)
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The phase-plane layout of one geometry. */
+typedef struct phases {
+    int64_t sy, sx, py, px; /* strides, leading pads */
+    int64_t na, nb;         /* phases used: rows a < na, columns b < nb */
+    int64_t hq, wq;         /* phase plane size */
+    int64_t plane;          /* floats per phase plane (64-byte multiple) */
+    int64_t chan_ld;        /* floats per channel: na * nb planes */
+    bool in_place;          /* the input is its own (only) phase plane */
+} phases;
+
+static phases phases_for(const af_conv_implicit *c, const af_conv_geom *geo, int64_t oh, int64_t ow) {
+    phases p = {.sy = geo->stride[0], .sx = geo->stride[1], .py = geo->pad_begin[0], .px = geo->pad_begin[1]};
+    p.na = min64(p.sy, c->kh);
+    p.nb = min64(p.sx, c->kw);
+    p.hq = oh + (c->kh - 1) / p.sy;
+    p.wq = ow + (c->kw - 1) / p.sx;
+    /* A pointwise convolution reads the input itself: its planes are the phase planes. */
+    p.in_place = c->kh == 1 && c->kw == 1 && p.sy == 1 && p.sx == 1 && p.py == 0 && p.px == 0 &&
+                 geo->pad_end[0] == 0 && geo->pad_end[1] == 0;
+    p.plane = p.in_place ? p.hq * p.wq : (p.hq * p.wq + 15) & ~(int64_t)15;
+    p.chan_ld = p.na * p.nb * p.plane;
+    return p;
+}
+
+af_status af_conv_implicit_prepare(af_isa isa, const float *w, int64_t cout, int64_t cin, int64_t kh, int64_t kw,
+                                   af_conv_implicit *c) {
+    memset(c, 0, sizeof *c);
+    *c = (af_conv_implicit){.isa = af_cpu_isa_clamp(isa), .cout = cout, .cin = cin, .kh = kh, .kw = kw};
+    const int64_t k = cin * kh * kw;
+    /* W is [cout, K] row-major, i.e. op(B) = W^T stored transposed. */
+    return af_gemm_pack_b(c->isa, 1, k, cout, w, k, true, 0, &c->w);
+}
+
+void af_conv_implicit_release(af_conv_implicit *c) {
+    af_gemm_packed_free(c->w);
+    memset(c, 0, sizeof *c);
+}
+
+bool af_conv_implicit_fit(const af_conv_implicit *c, const af_conv_geom *geo, int64_t oh, int64_t ow) {
+    if (geo->n_sp != 2 || geo->dilation[0] != 1 || geo->dilation[1] != 1 || oh < 1 || ow < 1 ||
+        geo->stride[0] < 1 || geo->stride[1] < 1)
+        return false;
+    const phases p = phases_for(c, geo, oh, ow);
+    return p.chan_ld <= INT32_MAX;
+}
+
+/* Workspace: the tap offsets (64-byte rounded), then cin channels of phase planes. */
+static size_t offsets_bytes(const af_conv_implicit *c) {
+    return ((size_t)(c->kh * c->kw) * sizeof(int32_t) + 63) & ~(size_t)63;
+}
+
+size_t af_conv_implicit_workspace(const af_conv_implicit *c, const af_conv_geom *geo, int64_t oh, int64_t ow) {
+    const phases p = phases_for(c, geo, oh, ow);
+    return offsets_bytes(c) + (p.in_place ? 0 : (size_t)(c->cin * p.chan_ld) * sizeof(float));
+}
+
+typedef struct implicit_run {
+    const af_conv_implicit *c;
+    const af_gemm_isa_cfg *cfg;
+    phases p;
+    const float *x;
+    float *y;
+    const float *planes;
+    const int32_t *tap_off;
+    int64_t h, w, oh, ow;
+    int64_t rows_per_block, panels_per_group, n_groups;
+    const af_epilogue *epi;   /* NULL: none */
+    bool in_registers;        /* the whole epilogue is `fused`, run by the tile function */
+    af_gemm_fused fused;
+} implicit_run;
+
+/* Row i of phase (a, b) of one channel: input row sy * i + a - py, columns sx * j + b - px. */
+static void phase_row(const implicit_run *r, const float *plane_in, float *dst, int64_t i, int64_t a, int64_t b) {
+    const phases *p = &r->p;
+    const int64_t row = p->sy * i + a - p->py;
+    if (row < 0 || row >= r->h) {
+        memset(dst, 0, (size_t)p->wq * sizeof *dst);
+        return;
+    }
+    const float *src = plane_in + row * r->w;
+    const int64_t c0 = b - p->px; /* input column of j = 0 */
+    /* Columns j in [lo, hi) read inside the row. */
+    int64_t lo = c0 >= 0 ? 0 : ceil_div(-c0, p->sx);
+    int64_t hi = c0 > r->w - 1 ? 0 : (r->w - 1 - c0) / p->sx + 1;
+    if (hi > p->wq) hi = p->wq;
+    if (lo > hi) lo = hi;
+    memset(dst, 0, (size_t)lo * sizeof *dst);
+    if (p->sx == 1) memcpy(dst + lo, src + c0 + lo, (size_t)(hi - lo) * sizeof *dst);
+    else
+        for (int64_t j = lo; j < hi; j++) dst[j] = src[c0 + j * p->sx];
+    memset(dst + hi, 0, (size_t)(p->wq - hi) * sizeof *dst);
+}
+
+static void phases_task(void *ctx, int ci, int thread) {
+    (void)thread;
+    const implicit_run *r = ctx;
+    const phases *p = &r->p;
+    const float *in = r->x + (int64_t)ci * r->h * r->w;
+    float *ch = (float *)r->planes + (int64_t)ci * p->chan_ld; /* the workspace: never in place here */
+    for (int64_t a = 0; a < p->na; a++)
+        for (int64_t b = 0; b < p->nb; b++) {
+            float *plane = ch + (a * p->nb + b) * p->plane;
+            for (int64_t i = 0; i < p->hq; i++) phase_row(r, in, plane + i * p->wq, i, a, b);
+            memset(plane + p->hq * p->wq, 0, (size_t)(p->plane - p->hq * p->wq) * sizeof *plane);
+        }
+}
+
+/* Task (block of output rows, group of weight panels): every panel of the group over every tile
+ * of the block, so a panel (K x NR) is reused from L2 across the tiles, and the block's planes
+ * from L2 across the panels. */
+static void tile_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const implicit_run *r = ctx;
+    const af_conv_implicit *c = r->c;
+    const af_gemm_isa_cfg *cfg = r->cfg;
+    const int MR = cfg->mr, NR = cfg->nr;
+    const int64_t K = c->cin * c->kh * c->kw, hw = r->oh * r->ow;
+    const int64_t blk = task / r->n_groups, grp = task % r->n_groups;
+    const int64_t y_lo = blk * r->rows_per_block, y_hi = min64(r->oh, y_lo + r->rows_per_block);
+    const int64_t n_panels = ceil_div(c->cout, NR);
+    const int64_t p_lo = grp * r->panels_per_group, p_hi = min64(n_panels, p_lo + r->panels_per_group);
+    const float *panels = af_gemm_packed_data(c->w);
+    for (int64_t jp = p_lo; jp < p_hi; jp++) {
+        const int64_t co = jp * NR;
+        const int nr = (int)min64(NR, c->cout - co);
+        for (int64_t oy = y_lo; oy < y_hi; oy++)
+            for (int64_t ox = 0; ox < r->ow; ox += MR) {
+                const int mr = (int)min64(MR, r->ow - ox);
+                float *cp = r->y + co * hw + oy * r->ow + ox;
+                af_gemm_fused ft;
+                if (r->in_registers) af_gemm_fused_at(&r->fused, co, oy * r->ow + ox, &ft);
+                const af_gemm_tile_args t = {.kc = K,
+                                             .a = r->planes + oy * r->p.wq + ox,
+                                             .tap_off = r->tap_off,
+                                             .taps = (int)(c->kh * c->kw),
+                                             .chan_ld = r->p.chan_ld,
+                                             .b = panels + jp * K * NR,
+                                             .c = cp,
+                                             .ldc = hw,
+                                             .mr = mr,
+                                             .nr = nr,
+                                             .alpha = 1.0f,
+                                             .fused = r->in_registers ? &ft : NULL};
+                cfg->conv_tile(&t);
+                if (r->epi && !r->in_registers)
+                    cfg->epilogue(r->epi, cp, hw, nr, mr, co, oy * r->ow + ox, 0);
+            }
+    }
+}
+
+/* Splits the work into blocks of output rows (each within BLOCK_B_BYTES of planes) times groups
+ * of weight panels, with at least two tasks per thread when there are several. Each block
+ * re-reads its group's weights and each group its block's planes, so while there are too few
+ * tasks the larger of the two is split further. */
+static void choose_tasks(implicit_run *r, int n_threads) {
+    const af_conv_implicit *c = r->c;
+    const int64_t n_panels = ceil_div(c->cout, r->cfg->nr);
+    const int64_t row_bytes = r->p.wq * r->p.na * r->p.nb * c->cin * (int64_t)sizeof(float);
+    const int64_t halo = (c->kh - 1) / r->p.sy;
+    int64_t rows = BLOCK_B_BYTES / (row_bytes > 0 ? row_bytes : 1) - halo;
+    if (rows < 1) rows = 1;
+    int64_t n_blocks = ceil_div(r->oh, rows), n_groups = 1;
+    const int64_t w_bytes = c->cout * c->cin * c->kh * c->kw * (int64_t)sizeof(float);
+    const int64_t x_bytes = c->cin * r->p.chan_ld * (int64_t)sizeof(float);
+    const int64_t want = n_threads > 1 ? 2 * (int64_t)n_threads : 1;
+    while (n_blocks * n_groups < want) {
+        if ((w_bytes >= x_bytes || n_blocks >= r->oh) && n_groups < n_panels) n_groups++;
+        else if (n_blocks < r->oh) n_blocks++;
+        else break;
+    }
+    r->rows_per_block = ceil_div(r->oh, n_blocks);
+    r->panels_per_group = ceil_div(n_panels, n_groups);
+    r->n_groups = ceil_div(n_panels, r->panels_per_group);
+}
+
+af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *geo, const float *x, float *y,
+                               int64_t h, int64_t w, int64_t oh, int64_t ow, const af_epilogue *epi,
+                               af_threadpool *pool, void *workspace, size_t workspace_bytes) {
+    if (!c->w || !af_conv_implicit_fit(c, geo, oh, ow) || !workspace ||
+        af_conv_implicit_workspace(c, geo, oh, ow) > workspace_bytes)
+        return AF_ERR_RUNTIME;
+    implicit_run r = {.c = c, .cfg = af_gemm_isa_cfg_for(c->isa), .p = phases_for(c, geo, oh, ow), .x = x, .y = y,
+                      .h = h, .w = w, .oh = oh, .ow = ow, .epi = epi && epi->n_steps ? epi : NULL};
+    if (r.epi && r.cfg->conv_fused) r.in_registers = af_gemm_compile_fused(r.epi, 0, &r.fused) == r.epi->n_steps;
+    int32_t *off = workspace;
+    for (int64_t ky = 0; ky < c->kh; ky++)
+        for (int64_t kx = 0; kx < c->kw; kx++) {
+            const int64_t phase = (ky % r.p.sy) * r.p.nb + kx % r.p.sx;
+            off[ky * c->kw + kx] = (int32_t)(phase * r.p.plane + (ky / r.p.sy) * r.p.wq + kx / r.p.sx);
+        }
+    r.tap_off = off;
+    r.planes = r.p.in_place ? x : (const float *)((char *)workspace + offsets_bytes(c));
+    choose_tasks(&r, af_threadpool_n_threads(pool));
+    if (!r.p.in_place) af_threadpool_run(pool, (int)c->cin, phases_task, &r);
+    const int64_t blocks = ceil_div(oh, r.rows_per_block);
+    af_threadpool_run(pool, (int)(blocks * r.n_groups), tile_task, &r);
+    return AF_OK;
+}
