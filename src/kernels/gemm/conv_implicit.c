@@ -78,6 +78,10 @@ typedef struct implicit_run {
     const float *planes;
     const int32_t *tap_off;
     int64_t h, w, oh, ow;
+    /* The tiles run along rows of row_len output pixels (the last one may be shorter), row r
+     * reading the planes from r * in_stride: the output rows, or for a 1x1 kernel, whose planes
+     * are dense, runs of the flattened plane, so 7x7 planes fill whole tiles too. */
+    int64_t rows, row_len, in_stride, halo;
     int64_t rows_per_block, panels_per_group, n_groups;
     const af_epilogue *epi;   /* NULL: none */
     bool in_registers;        /* the whole epilogue is `fused`, run by the tile function */
@@ -131,21 +135,22 @@ static void tile_task(void *ctx, int task, int thread) {
     const int MR = cfg->mr, NR = cfg->nr;
     const int64_t K = c->cin * c->kh * c->kw, hw = r->oh * r->ow;
     const int64_t blk = task / r->n_groups, grp = task % r->n_groups;
-    const int64_t y_lo = blk * r->rows_per_block, y_hi = min64(r->oh, y_lo + r->rows_per_block);
+    const int64_t y_lo = blk * r->rows_per_block, y_hi = min64(r->rows, y_lo + r->rows_per_block);
     const int64_t n_panels = ceil_div(c->cout, NR);
     const int64_t p_lo = grp * r->panels_per_group, p_hi = min64(n_panels, p_lo + r->panels_per_group);
     const float *panels = af_gemm_packed_data(c->w);
     for (int64_t jp = p_lo; jp < p_hi; jp++) {
         const int64_t co = jp * NR;
         const int nr = (int)min64(NR, c->cout - co);
-        for (int64_t oy = y_lo; oy < y_hi; oy++)
-            for (int64_t ox = 0; ox < r->ow; ox += MR) {
-                const int mr = (int)min64(MR, r->ow - ox);
-                float *cp = r->y + co * hw + oy * r->ow + ox;
+        for (int64_t oy = y_lo; oy < y_hi; oy++) {
+            const int64_t n0 = oy * r->row_len, len = min64(r->row_len, hw - n0);
+            for (int64_t ox = 0; ox < len; ox += MR) {
+                const int mr = (int)min64(MR, len - ox);
+                float *cp = r->y + co * hw + n0 + ox;
                 af_gemm_fused ft;
-                if (r->in_registers) af_gemm_fused_at(&r->fused, co, oy * r->ow + ox, &ft);
+                if (r->in_registers) af_gemm_fused_at(&r->fused, co, n0 + ox, &ft);
                 const af_gemm_tile_args t = {.kc = K,
-                                             .a = r->planes + oy * r->p.wq + ox,
+                                             .a = r->planes + oy * r->in_stride + ox,
                                              .tap_off = r->tap_off,
                                              .taps = (int)(c->kh * c->kw),
                                              .chan_ld = r->p.chan_ld,
@@ -157,9 +162,9 @@ static void tile_task(void *ctx, int task, int thread) {
                                              .alpha = 1.0f,
                                              .fused = r->in_registers ? &ft : NULL};
                 cfg->conv_tile(&t);
-                if (r->epi && !r->in_registers)
-                    cfg->epilogue(r->epi, cp, hw, nr, mr, co, oy * r->ow + ox, 0);
+                if (r->epi && !r->in_registers) cfg->epilogue(r->epi, cp, hw, nr, mr, co, n0 + ox, 0);
             }
+        }
     }
 }
 
@@ -170,20 +175,19 @@ static void tile_task(void *ctx, int task, int thread) {
 static void choose_tasks(implicit_run *r, int n_threads) {
     const af_conv_implicit *c = r->c;
     const int64_t n_panels = ceil_div(c->cout, r->cfg->nr);
-    const int64_t row_bytes = r->p.wq * r->p.na * r->p.nb * c->cin * (int64_t)sizeof(float);
-    const int64_t halo = (c->kh - 1) / r->p.sy;
-    int64_t rows = BLOCK_B_BYTES / (row_bytes > 0 ? row_bytes : 1) - halo;
+    const int64_t row_bytes = r->in_stride * r->p.na * r->p.nb * c->cin * (int64_t)sizeof(float);
+    int64_t rows = BLOCK_B_BYTES / (row_bytes > 0 ? row_bytes : 1) - r->halo;
     if (rows < 1) rows = 1;
-    int64_t n_blocks = ceil_div(r->oh, rows), n_groups = 1;
+    int64_t n_blocks = ceil_div(r->rows, rows), n_groups = 1;
     const int64_t w_bytes = c->cout * c->cin * c->kh * c->kw * (int64_t)sizeof(float);
     const int64_t x_bytes = c->cin * r->p.chan_ld * (int64_t)sizeof(float);
     const int64_t want = n_threads > 1 ? 2 * (int64_t)n_threads : 1;
     while (n_blocks * n_groups < want) {
-        if ((w_bytes >= x_bytes || n_blocks >= r->oh) && n_groups < n_panels) n_groups++;
-        else if (n_blocks < r->oh) n_blocks++;
+        if ((w_bytes >= x_bytes || n_blocks >= r->rows) && n_groups < n_panels) n_groups++;
+        else if (n_blocks < r->rows) n_blocks++;
         else break;
     }
-    r->rows_per_block = ceil_div(r->oh, n_blocks);
+    r->rows_per_block = ceil_div(r->rows, n_blocks);
     r->panels_per_group = ceil_div(n_panels, n_groups);
     r->n_groups = ceil_div(n_panels, r->panels_per_group);
 }
@@ -204,10 +208,16 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
             off[ky * c->kw + kx] = (int32_t)(phase * r.p.plane + (ky / r.p.sy) * r.p.wq + kx / r.p.sx);
         }
     r.tap_off = off;
+    if (c->kh == 1 && c->kw == 1) { /* dense planes (wq == ow): runs of 4 tiles */
+        r.row_len = r.in_stride = 4 * (int64_t)r.cfg->mr;
+        r.rows = ceil_div(oh * ow, r.row_len);
+    } else {
+        r.rows = oh, r.row_len = ow, r.in_stride = r.p.wq, r.halo = (c->kh - 1) / r.p.sy;
+    }
     r.planes = r.p.in_place ? x : (const float *)((char *)workspace + offsets_bytes(c));
     choose_tasks(&r, af_threadpool_n_threads(pool));
     if (!r.p.in_place) af_threadpool_run(pool, (int)c->cin, phases_task, &r);
-    const int64_t blocks = ceil_div(oh, r.rows_per_block);
+    const int64_t blocks = ceil_div(r.rows, r.rows_per_block);
     af_threadpool_run(pool, (int)(blocks * r.n_groups), tile_task, &r);
     return AF_OK;
 }
