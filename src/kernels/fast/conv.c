@@ -225,11 +225,12 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
                        geo.pad_begin[0] == 0 && geo.pad_begin[1] == 0 && geo.pad_end[0] == 0 && geo.pad_end[1] == 0 &&
                        geo.auto_pad != AF_CONV_PAD_SAME_UPPER && geo.auto_pad != AF_CONV_PAD_SAME_LOWER;
         int64_t oh = y->rank == 4 ? y->dims[2] : -1, ow = y->rank == 4 ? y->dims[3] : -1;
-        /* Pointwise convolutions stay a GEMM on the input where it has enough columns (pixels)
-         * for whole 32-wide tiles: on ResNet-50's 56x56 and 28x28 1x1 layers it beat the
-         * implicit kernel by 5-20% (its tiles store transposed, and K = cin is short there); on
-         * the 14x14 and 7x7 ones the implicit kernel won by 5-13%. */
-        const bool gemm_1x1 = s->pointwise && oh * ow >= 256;
+        /* 1x1 convolutions stay a GEMM (on the input itself, or at a stride on its im2col
+         * subsample) where the output has enough pixels for whole 32-wide tiles: on ResNet-50's
+         * 56x56 and 28x28 1x1 layers it beat the implicit kernel by 5-20% (whose tiles store
+         * transposed, and K = cin is short there); on the 14x14 and 7x7 ones the implicit kernel
+         * won by 5-13%. */
+        const bool gemm_1x1 = s->kh == 1 && s->kw == 1 && oh * ow >= 256;
         if (groups == 1 && oh > 0 && ow > 0 && !gemm_1x1) {
             st = af_conv_implicit_prepare(req->isa, w->data, cout, cin, s->kh, s->kw, &s->implicit);
             if (st != AF_OK) goto fail;
