@@ -71,10 +71,85 @@ AF_TEST(fast_conv_matches_reference) {
     fx_pools_free(&pools);
 }
 
+/* The epilogue programs a fused conv step carries, checked against the reference conv followed
+ * by the same steps: ReLU6 and HardSwish alone (in registers where a kernel fuses them), a
+ * residual + ReLU (in registers for the GEMMs' microkernels), and that followed by a GELU, which
+ * no microkernel runs (the whole program then runs after the store). */
+typedef enum epi_case { EPI_CLIP, EPI_HARD_SWISH, EPI_RESIDUAL_RELU, EPI_RESIDUAL_RELU_GELU, EPI_CASES } epi_case;
+
+static float epi_ref(epi_case ec, float x, float res) {
+    switch (ec) {
+    case EPI_CLIP: return x < 0 ? 0 : x > 6 ? 6 : x;
+    case EPI_HARD_SWISH: {
+        float g = x / 6.0f + 0.5f;
+        return x * (g < 0 ? 0 : g > 1 ? 1 : g);
+    }
+    case EPI_RESIDUAL_RELU: return x + res > 0 ? x + res : 0;
+    default: {
+        double r = x + res > 0 ? x + res : 0;
+        return (float)(0.5 * r * (1.0 + erf(r / sqrt(2.0))));
+    }
+    }
+}
+
+/* One conv case at one ISA: the kernel must be want_kernel; every epilogue case on one and two
+ * threads. */
+static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *pools, const char *want_kernel) {
+    fx f;
+    fx_init(&f, AF_OP_CONV, 17);
+    fx_input(&f, fx_rand(4, (int64_t[]){cc->n, cc->cin, cc->h, cc->w}, -1, 1, 11), false);
+    fx_input(&f, fx_rand(4, (int64_t[]){cc->cout, cc->cin / cc->group, cc->k, cc->k}, -1, 1, 12), true);
+    fx_input(&f, fx_rand(1, (int64_t[]){cc->cout}, -1, 1, 13), true);
+    int64_t pe = cc->pad_end ? cc->pad_end : cc->pad, dil = cc->dilation ? cc->dilation : 1;
+    fx_ints(&f, "pads", 4, (int64_t[]){cc->pad, cc->pad, pe, pe});
+    fx_ints(&f, "strides", 2, (int64_t[]){cc->stride, cc->stride});
+    fx_ints(&f, "dilations", 2, (int64_t[]){dil, dil});
+    fx_int(&f, "group", cc->group);
+    fx_outputs(&f, 1, 1);
+    af_kernel k;
+    CHECK(fx_prepare(&f, isa, &k));
+    if (strcmp(k.name, want_kernel) != 0) printf("  kernel %s, expected %s\n", k.name, want_kernel);
+    CHECK(strcmp(k.name, want_kernel) == 0);
+    af_tensor conv[FX_MAX_OUT], got[FX_MAX_OUT];
+    CHECK(fx_run_reference(&f, conv) == AF_OK);
+    const int64_t numel = af_tensor_numel(&conv[0]);
+    const int64_t per_image = numel / cc->n, hw = per_image / cc->cout;
+    float *res = af_malloc((size_t)numel * sizeof(float)), *want = af_malloc((size_t)numel * sizeof(float));
+    for (int64_t j = 0; j < numel; j++) res[j] = (float)((j * 37) % 101) / 50.0f - 1.0f;
+    af_tensor ref = conv[0];
+    ref.data = want;
+    af_threadpool *pl[2] = {pools->one, pools->two};
+    for (int ec = 0; ec < EPI_CASES; ec++) {
+        af_epilogue e;
+        af_epilogue_init(&e);
+        if (ec == EPI_CLIP) CHECK(af_epilogue_unary(&e, AF_EPI_CLIP, 0, 6) == AF_OK);
+        if (ec == EPI_HARD_SWISH) CHECK(af_epilogue_unary(&e, AF_EPI_HARD_SWISH, 0, 0) == AF_OK);
+        if (ec >= EPI_RESIDUAL_RELU) {
+            CHECK(af_epilogue_residual(&e, res, hw) == AF_OK);
+            e.steps[0].batch_stride = per_image;
+            CHECK(af_epilogue_unary(&e, AF_EPI_RELU, 0, 0) == AF_OK);
+        }
+        if (ec == EPI_RESIDUAL_RELU_GELU) CHECK(af_epilogue_unary(&e, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
+        const float *c = conv[0].data;
+        for (int64_t j = 0; j < numel; j++) want[j] = epi_ref((epi_case)ec, c[j], res[j]);
+        for (int p = 0; p < 2; p++) {
+            CHECK(fx_run(&f, &k, &e, pl[p], got) == AF_OK);
+            int64_t bad = fx_count_off(&got[0], &ref, (fx_tol){1e-5, 1e-4, 0}, k.name);
+            if (bad) printf("  epilogue case %d, %d thread(s), isa %s: %lld off\n", ec, p + 1, af_isa_name(isa),
+                            (long long)bad);
+            CHECK_EQ_INT(bad, 0);
+            fx_free_outputs(&f, got);
+        }
+    }
+    af_free(res);
+    af_free(want);
+    fx_free_outputs(&f, conv);
+    af_kernel_release(&k);
+    fx_free(&f);
+}
+
 /* The implicit GEMM on shapes that fill several tasks, row blocks and weight panels (cout not a
- * multiple of any ISA's panel, widths not a multiple of its tile), with a residual + ReLU
- * epilogue (in registers where the ISA fuses it) and with a GELU after it (run after the store),
- * on one and two threads: against the reference conv followed by the same steps. */
+ * multiple of any ISA's panel, widths not a multiple of its tile). */
 AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
@@ -87,51 +162,30 @@ AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
         {1, 40, 36, 13, 13, 1, 1, 0, 1, true, 0, 0},  /* pointwise on a small plane */
     };
     for (int i = 0; i < n_isa; i++)
-        for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++) {
-            const conv_case *cc = &cases[cs];
-            fx f;
-            fx_init(&f, AF_OP_CONV, 17);
-            fx_input(&f, fx_rand(4, (int64_t[]){cc->n, cc->cin, cc->h, cc->w}, -1, 1, 11), false);
-            fx_input(&f, fx_rand(4, (int64_t[]){cc->cout, cc->cin, cc->k, cc->k}, -1, 1, 12), true);
-            fx_input(&f, fx_rand(1, (int64_t[]){cc->cout}, -1, 1, 13), true);
-            int64_t pe = cc->pad_end ? cc->pad_end : cc->pad;
-            fx_ints(&f, "pads", 4, (int64_t[]){cc->pad, cc->pad, pe, pe});
-            fx_ints(&f, "strides", 2, (int64_t[]){cc->stride, cc->stride});
-            fx_outputs(&f, 1, 1);
-            af_kernel k;
-            CHECK(fx_prepare(&f, isas[i], &k));
-            CHECK(strcmp(k.name, "f32_conv_implicit_gemm") == 0);
-            af_tensor ref[FX_MAX_OUT], got[FX_MAX_OUT];
-            CHECK(fx_run_reference(&f, ref) == AF_OK);
-            const int64_t numel = af_tensor_numel(&ref[0]);
-            const int64_t per_image = numel / cc->n, hw = per_image / cc->cout;
-            float *res = af_malloc((size_t)numel * sizeof(float));
-            for (int64_t j = 0; j < numel; j++) res[j] = (float)((j * 37) % 101) / 50.0f - 1.0f;
-            af_epilogue e;
-            af_epilogue_init(&e);
-            CHECK(af_epilogue_residual(&e, res, hw) == AF_OK);
-            e.steps[0].batch_stride = per_image;
-            CHECK(af_epilogue_unary(&e, AF_EPI_RELU, 0, 0) == AF_OK);
-            float *r = ref[0].data;
-            for (int64_t j = 0; j < numel; j++) r[j] = r[j] + res[j] > 0 ? r[j] + res[j] : 0;
-            af_threadpool *pl[2] = {pools.one, pools.two};
-            for (int p = 0; p < 2; p++) {
-                CHECK(fx_run(&f, &k, &e, pl[p], got) == AF_OK);
-                CHECK_EQ_INT(fx_count_off(&got[0], &ref[0], (fx_tol){1e-5, 1e-4, 0}, k.name), 0);
-                fx_free_outputs(&f, got);
-            }
-            /* A step no microkernel runs in registers: the whole program runs after the store. */
-            CHECK(af_epilogue_unary(&e, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
-            for (int64_t j = 0; j < numel; j++) r[j] = (float)(0.5 * r[j] * (1.0 + erf(r[j] / sqrt(2.0))));
-            for (int p = 0; p < 2; p++) {
-                CHECK(fx_run(&f, &k, &e, pl[p], got) == AF_OK);
-                CHECK_EQ_INT(fx_count_off(&got[0], &ref[0], (fx_tol){1e-5, 1e-4, 0}, k.name), 0);
-                fx_free_outputs(&f, got);
-            }
-            af_free(res);
-            fx_free_outputs(&f, ref);
-            af_kernel_release(&k);
-            fx_free(&f);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            check_epilogues(&cases[c], isas[i], &pools, "f32_conv_implicit_gemm");
+    fx_pools_free(&pools);
+}
+
+/* Depthwise convolutions with their epilogues, on planes large enough for several row chunks per
+ * channel group and channel counts that leave a partial group of 16. */
+AF_TEST(fast_conv_depthwise_applies_its_epilogue) {
+    fx_pools pools;
+    CHECK(fx_pools_init(&pools));
+    af_isa isas[AF_ISA_COUNT];
+    int n_isa = fx_isas(isas);
+    const conv_case cases[] = {
+        {1, 40, 40, 60, 60, 3, 1, 1, 40, true, 0, 0},   /* 3 groups, row chunks */
+        {2, 24, 24, 57, 57, 5, 2, 2, 24, true, 0, 0},   /* stride 2, batch 2 */
+        {1, 17, 17, 7, 7, 5, 1, 2, 17, true, 0, 0},     /* 7x7 planes, one channel past a group */
+        {1, 20, 20, 15, 15, 3, 1, 2, 20, true, 2, 1},   /* dilated, uneven pads */
+    };
+    for (int i = 0; i < n_isa; i++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const char *want = isas[i] == AF_ISA_AVX512 ? "f32_dwconv_blocked__avx512"
+                               : isas[i] == AF_ISA_AVX2 ? "f32_dwconv__avx2"
+                                                        : "f32_dwconv__scalar";
+            check_epilogues(&cases[c], isas[i], &pools, want);
         }
     fx_pools_free(&pools);
 }

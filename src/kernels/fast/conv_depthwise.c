@@ -17,27 +17,23 @@ af_status af_depthwise_conv_prepare(af_isa isa, const float *weights, int64_t ch
     out->channels = channels;
     out->kh = kh;
     out->kw = kw;
+    if (out->isa == AF_ISA_AVX512 && af_dw_blocked_prepare(weights, channels, kh, kw, &out->blocked) != AF_OK) {
+        af_depthwise_conv_release(out);
+        return AF_ERR_OUT_OF_MEMORY;
+    }
     return AF_OK;
 }
 
 void af_depthwise_conv_release(af_depthwise_conv *dw) {
+    af_dw_blocked_release(&dw->blocked);
     af_free(dw->weights);
     memset(dw, 0, sizeof *dw);
 }
 
 const char *af_depthwise_conv_name(const af_depthwise_conv *dw) {
-    return dw->isa == AF_ISA_AVX512 ? "f32_dwconv__avx512" : dw->isa == AF_ISA_AVX2 ? "f32_dwconv__avx2"
+    return dw->isa == AF_ISA_AVX512 ? "f32_dwconv_blocked__avx512" : dw->isa == AF_ISA_AVX2 ? "f32_dwconv__avx2"
                                                                                       : "f32_dwconv__scalar";
 }
-
-/* Stride 2 (dilation 1), flattened too: the padded plane's even and odd rows go to two phase
- * planes of width wp2 = 2 * wh, so output (oy, ox), tap (ky, kx) reads phase ky & 1 at
- * (oy + ky / 2) * wp2 + 2 * ox + kx = 2 * q + (ky / 2) * wp2 + kx with q = oy * wh + ox: the even
- * elements of 32 consecutive floats per 16 outputs. Columns ox >= ow are computed and dropped. */
-typedef struct dw_phases {
-    int64_t hh, wh, wp2; /* rows per phase, output columns per flattened row, phase width */
-    size_t plane;        /* floats per phase plane, with the slack the last passes read */
-} dw_phases;
 
 typedef struct dw_args {
     const af_depthwise_conv *dw;
@@ -51,8 +47,6 @@ typedef struct dw_args {
     size_t plane_floats;
     int64_t ph, pw;  /* the padded plane's rows and columns */
     bool flat;       /* stride 1 with vectors: the flattened-plane path (scratch also holds its output) */
-    bool flat2;      /* stride 2, AVX-512: the same on the padded plane's even and odd rows apart */
-    dw_phases phases; /* with flat2 */
 } dw_args;
 
 /* Floats past a padded plane that the flattened path's last vectors may read: a pass is 64 floats
@@ -90,57 +84,6 @@ static void interior(const dw_args *a, int64_t *lo, int64_t *hi) {
     *hi = h_;
 }
 
-__attribute__((target("avx512f,avx512bw"))) static void row_avx512(const dw_args *a, const float *plane, const float *wk,
-                                                          int64_t oy, float *yrow, int64_t lo, int64_t hi) {
-    const af_conv_geom *g = a->geo;
-    const int64_t s = g->stride[1], dx = g->dilation[1];
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    int64_t ox = lo;
-    for (; ox + 16 <= hi; ox += 16) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t ky = 0; ky < a->dw->kh; ky++) {
-            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
-            if (iy < 0 || iy >= a->h) continue;
-            const float *row = plane + iy * a->w + ox * s - g->pad_begin[1];
-            for (int64_t kx = 0; kx < a->dw->kw; kx++) {
-                __m512 wv = _mm512_set1_ps(wk[ky * a->dw->kw + kx]);
-                const float *src = row + kx * dx;
-                __m512 v;
-                if (s == 1) {
-                    v = _mm512_loadu_ps(src);
-                } else { /* s == 2: the even elements of 32; the last odd one may be past the row */
-                    __m512 v0 = _mm512_loadu_ps(src);
-                    __m512 v1 = _mm512_maskz_loadu_ps((__mmask16)0x7fff, src + 16);
-                    v = _mm512_permutex2var_ps(v0, even, v1);
-                }
-                acc = _mm512_fmadd_ps(wv, v, acc);
-            }
-        }
-        _mm512_storeu_ps(yrow + ox, acc);
-    }
-    if (ox == hi) return;
-    /* The last partial block with masks: every element it loads is still an interior tap, so small
-     * planes (7x7, 14x14) stay vectorized instead of falling to the border path. */
-    const int r = (int)(hi - ox);
-    const __mmask16 out_mask = (__mmask16)((1u << r) - 1);
-    const int need = s == 1 ? r : 2 * r - 1; /* elements from the first tap of the block */
-    const __mmask16 m0 = (__mmask16)(need >= 16 ? 0xffff : (1u << need) - 1);
-    const __mmask16 m1 = (__mmask16)(need > 16 ? (1u << (need - 16)) - 1 : 0);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t ky = 0; ky < a->dw->kh; ky++) {
-        int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
-        if (iy < 0 || iy >= a->h) continue;
-        const float *row = plane + iy * a->w + ox * s - g->pad_begin[1];
-        for (int64_t kx = 0; kx < a->dw->kw; kx++) {
-            const float *src = row + kx * dx;
-            __m512 v = _mm512_maskz_loadu_ps(m0, src);
-            if (s == 2) v = _mm512_permutex2var_ps(v, even, _mm512_maskz_loadu_ps(m1, src + 16));
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[ky * a->dw->kw + kx]), v, acc);
-        }
-    }
-    _mm512_mask_storeu_ps(yrow + ox, out_mask, acc);
-}
-
 __attribute__((target("avx2,fma"))) static void row_avx2(const dw_args *a, const float *plane, const float *wk,
                                                          int64_t oy, float *yrow, int64_t lo, int64_t hi) {
     const af_conv_geom *g = a->geo;
@@ -176,27 +119,6 @@ static void pad_plane(const dw_args *a, const float *plane, float *p) {
  * a 1-D convolution over the flattened index q = oy * pw + ox. Computing every q in [0, oh * pw)
  * (the columns past ow are discarded) keeps whole vectors busy even on 7-wide planes, with four
  * accumulators per pass over the taps instead of one masked vector per row. */
-__attribute__((target("avx512f"))) static void flat_avx512(const dw_args *a, const float *p, const float *wk,
-                                                          float *out, int64_t q_total) {
-    const int64_t kh = a->dw->kh, kw = a->dw->kw, dy = a->geo->dilation[0] * a->pw, dx = a->geo->dilation[1];
-    for (int64_t q = 0; q < q_total; q += 64) {
-        __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-        for (int64_t ky = 0; ky < kh; ky++)
-            for (int64_t kx = 0; kx < kw; kx++) {
-                const float *src = p + q + ky * dy + kx * dx;
-                __m512 w = _mm512_set1_ps(wk[ky * kw + kx]);
-                c0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(src), c0);
-                c1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(src + 16), c1);
-                c2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(src + 32), c2);
-                c3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(src + 48), c3);
-            }
-        _mm512_storeu_ps(out + q, c0);
-        _mm512_storeu_ps(out + q + 16, c1);
-        _mm512_storeu_ps(out + q + 32, c2);
-        _mm512_storeu_ps(out + q + 48, c3);
-    }
-}
-
 __attribute__((target("avx2,fma"))) static void flat_avx2(const dw_args *a, const float *p, const float *wk, float *out,
                                                          int64_t q_total) {
     const int64_t kh = a->dw->kh, kw = a->dw->kw, dy = a->geo->dilation[0] * a->pw, dx = a->geo->dilation[1];
@@ -218,56 +140,6 @@ __attribute__((target("avx2,fma"))) static void flat_avx2(const dw_args *a, cons
     }
 }
 
-static dw_phases phases_for(const af_depthwise_conv *dw, int64_t oh, int64_t ow) {
-    dw_phases f = {.hh = oh + (dw->kh - 1) / 2, .wh = ow - 1 + (dw->kw + 1) / 2};
-    f.wp2 = 2 * f.wh;
-    /* the last pass starts below oh * wh and reads 2 * 64 + 32 floats from twice that, plus the
-     * largest tap offset, which ends (kh - 1) / 2 rows and kw - 1 columns in */
-    f.plane = ((size_t)(f.hh * f.wp2 + 160 + dw->kw) + 15) & ~(size_t)15;
-    return f;
-}
-
-static bool flat2_fits(const af_depthwise_conv *dw, const af_conv_geom *geo) {
-    return dw->isa == AF_ISA_AVX512 && geo->stride[0] == 2 && geo->stride[1] == 2 && geo->dilation[0] == 1 &&
-           geo->dilation[1] == 1;
-}
-
-static size_t phases_floats(const af_depthwise_conv *dw, int64_t oh, int64_t ow) {
-    dw_phases f = phases_for(dw, oh, ow);
-    return 2 * f.plane + (((size_t)(oh * f.wh) + 63) & ~(size_t)63);
-}
-
-static void pad_phases(const dw_args *a, const dw_phases *f, const float *plane, float *p0) {
-    const int64_t top = a->geo->pad_begin[0], left = a->geo->pad_begin[1], wp = f->wp2;
-    for (int64_t r = 0; r < 2 * f->hh; r++) {
-        int64_t ir = r - top;
-        af_pad_row(p0 + (r & 1) * f->plane + (r >> 1) * wp, wp, ir >= 0 && ir < a->h ? plane + ir * a->w : NULL, a->w,
-                   left);
-    }
-    for (int ph = 0; ph < 2; ph++)
-        memset(p0 + ph * f->plane + f->hh * wp, 0, (f->plane - (size_t)(f->hh * wp)) * sizeof(float));
-}
-
-__attribute__((target("avx512f"))) static void flat2_avx512(const dw_args *a, const dw_phases *f, const float *p0,
-                                                           const float *wk, float *out, int64_t q_total) {
-    const int64_t kh = a->dw->kh, kw = a->dw->kw;
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    for (int64_t q = 0; q < q_total; q += 64) {
-        __m512 c[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-        for (int64_t ky = 0; ky < kh; ky++)
-            for (int64_t kx = 0; kx < kw; kx++) {
-                const float *src = p0 + (ky & 1) * f->plane + (ky >> 1) * f->wp2 + kx + 2 * q;
-                __m512 w = _mm512_set1_ps(wk[ky * kw + kx]);
-                for (int j = 0; j < 4; j++) {
-                    __m512 v = _mm512_permutex2var_ps(_mm512_loadu_ps(src + 32 * j), even,
-                                                      _mm512_loadu_ps(src + 32 * j + 16));
-                    c[j] = _mm512_fmadd_ps(w, v, c[j]);
-                }
-            }
-        for (int j = 0; j < 4; j++) _mm512_storeu_ps(out + q + 16 * j, c[j]);
-    }
-}
-
 /* The flattened paths' results: rows of `stride` floats in out, of which the first ow are the
  * plane's outputs, copied out to y's plane. */
 static void copy_rows(const dw_args *a, const float *out, int64_t stride, float *yp) {
@@ -280,16 +152,10 @@ static void dw_task_padded(const dw_args *a, int task, int thread) {
     const float *plane = a->x + (int64_t)task * a->h * a->w;
     const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
     float *yp = a->y + (int64_t)task * a->oh * a->ow;
-    if (a->flat2) {
-        float *out = p + 2 * a->phases.plane;
-        pad_phases(a, &a->phases, plane, p);
-        flat2_avx512(a, &a->phases, p, wk, out, a->oh * a->phases.wh);
-        copy_rows(a, out, a->phases.wh, yp);
-    } else if (a->flat) { /* stride 1, AVX2 or better */
+    if (a->flat) { /* stride 1, AVX2 or better */
         float *out = p + a->ph * a->pw + dw_slack(a->dw, a->geo);
         pad_plane(a, plane, p);
-        if (a->dw->isa == AF_ISA_AVX512) flat_avx512(a, p, wk, out, a->oh * a->pw);
-        else flat_avx2(a, p, wk, out, a->oh * a->pw);
+        flat_avx2(a, p, wk, out, a->oh * a->pw);
         copy_rows(a, out, a->pw, yp);
     } else { /* the row kernels on the padded plane, whose taps are all inside */
         pad_plane(a, plane, p);
@@ -300,12 +166,10 @@ static void dw_task_padded(const dw_args *a, int task, int thread) {
         pa.h = a->ph;
         pa.w = a->pw;
         const int64_t s = geo.stride[1];
-        bool vec512 = a->dw->isa == AF_ISA_AVX512 && (s == 1 || s == 2);
-        bool vec256 = a->dw->isa >= AF_ISA_AVX2 && s == 1 && !vec512;
+        bool vec256 = a->dw->isa >= AF_ISA_AVX2 && s == 1;
         for (int64_t oy = 0; oy < a->oh; oy++) {
             float *yrow = yp + oy * a->ow;
-            if (vec512) row_avx512(&pa, p, wk, oy, yrow, 0, a->ow);
-            else if (vec256) row_avx2(&pa, p, wk, oy, yrow, 0, a->ow);
+            if (vec256) row_avx2(&pa, p, wk, oy, yrow, 0, a->ow);
             else
                 for (int64_t ox = 0; ox < a->ow; ox++) yrow[ox] = dw_pixel(&pa, p, wk, oy, ox);
         }
@@ -326,13 +190,11 @@ static void dw_task(void *ctx, int task, int thread) {
     int64_t lo, hi;
     interior(a, &lo, &hi);
     const int64_t s = a->geo->stride[1];
-    bool vec512 = a->dw->isa == AF_ISA_AVX512 && (s == 1 || s == 2);
-    bool vec256 = a->dw->isa >= AF_ISA_AVX2 && s == 1 && !vec512;
+    bool vec256 = a->dw->isa >= AF_ISA_AVX2 && s == 1;
     for (int64_t oy = 0; oy < a->oh; oy++) {
         float *yrow = yp + oy * a->ow;
         for (int64_t ox = 0; ox < lo; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
-        if (vec512) row_avx512(a, plane, wk, oy, yrow, lo, hi);
-        else if (vec256) row_avx2(a, plane, wk, oy, yrow, lo, hi);
+        if (vec256) row_avx2(a, plane, wk, oy, yrow, lo, hi);
         else
             for (int64_t ox = lo; ox < hi; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
         for (int64_t ox = hi; ox < a->ow; ox++) yrow[ox] = dw_pixel(a, plane, wk, oy, ox);
@@ -348,15 +210,14 @@ static size_t padded_plane_floats(const af_depthwise_conv *dw, const af_conv_geo
     *pw = (ow - 1) * geo->stride[1] + (dw->kw - 1) * geo->dilation[1] + 1;
     size_t out = ((size_t)(oh * *pw) + 63) & ~(size_t)63;
     size_t plain = ((size_t)(*ph * *pw + dw_slack(dw, geo)) + out + 15) & ~(size_t)15;
-    if (!flat2_fits(dw, geo)) return plain;
-    size_t phased = phases_floats(dw, oh, ow);
-    return phased > plain ? phased : plain;
+    return plain;
 }
 
 size_t af_depthwise_conv_scratch_bytes(const af_depthwise_conv *dw, const af_conv_geom *geo, int64_t oh, int64_t ow,
                                        int n_threads) {
     int64_t ph, pw;
     if (oh <= 0 || ow <= 0) return 0;
+    if (dw->blocked.weights) return af_dw_blocked_scratch_bytes(&dw->blocked, geo, ow, n_threads);
     return padded_plane_floats(dw, geo, oh, ow, &ph, &pw) * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
 }
 
@@ -364,6 +225,9 @@ af_status af_depthwise_conv_run(const af_depthwise_conv *dw, const af_conv_geom 
                                 int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
                                 const af_epilogue *epi, af_threadpool *pool, void *scratch, size_t scratch_bytes) {
     if (oh * ow > 0x7fffffff || n * dw->channels > 0x7fffffff) return AF_ERR_LIMIT;
+    if (dw->blocked.weights && scratch && oh > 0 && ow > 0 &&
+        af_dw_blocked_scratch_bytes(&dw->blocked, geo, ow, af_threadpool_n_threads(pool)) <= scratch_bytes)
+        return af_dw_blocked_run(&dw->blocked, geo, x, y, n, h, w, oh, ow, bias, epi, pool, scratch, scratch_bytes);
     dw_args a = {.dw = dw, .geo = geo, .x = x, .y = y, .h = h, .w = w, .oh = oh, .ow = ow,
                  .apply = af_epilogue_tile_fn_for(dw->isa)};
     if (scratch && oh > 0 && ow > 0) {
@@ -371,8 +235,6 @@ af_status af_depthwise_conv_run(const af_depthwise_conv *dw, const af_conv_geom 
         size_t need = a.plane_floats * sizeof(float) * (size_t)af_threadpool_n_threads(pool);
         if (need <= scratch_bytes) a.scratch = scratch; /* else the bounds-checked path */
         a.flat = geo->stride[0] == 1 && geo->stride[1] == 1 && dw->isa >= AF_ISA_AVX2;
-        a.flat2 = flat2_fits(dw, geo);
-        if (a.flat2) a.phases = phases_for(dw, oh, ow);
     }
     af_epilogue_init(&a.epi);
     af_status st = AF_OK;

@@ -1,7 +1,9 @@
 /*
- * Depthwise 2-D convolution (one filter per channel, NCHW float32): each task computes one
- * channel plane of one image, vectorized along the output row (on a zero-padded copy of the plane
- * when scratch is given, so borders are vectorized too), then applies the bias and the fused epilogue to the plane while it is in cache.
+ * Depthwise 2-D convolution (one filter per channel, NCHW float32). On AVX-512 with scratch it
+ * runs the channel-blocked kernel (conv_depthwise_blocked.h). Otherwise each task computes one
+ * channel plane of one image, vectorized along the output row with AVX2 (on a zero-padded copy of
+ * the plane when scratch is given, so borders are vectorized too), then applies the bias and the
+ * fused epilogue to the plane while it is in cache.
  *
  *   af_depthwise_conv dw;
  *   af_depthwise_conv_prepare(isa, weights, channels, kh, kw, &dw);   // copies the weights
@@ -13,12 +15,14 @@
 
 #include "ir/shape/conv_geom.h"
 #include "kernels/epilogue.h"
+#include "kernels/fast/conv_depthwise_blocked.h"
 #include "util/threadpool.h"
 
 typedef struct af_depthwise_conv {
     af_isa isa;
     int64_t channels, kh, kw;
     float *weights; /* [channels, kh * kw], owned */
+    af_dw_blocked blocked; /* AVX-512: the channel-blocked kernel, which runs when scratch allows */
 } af_depthwise_conv;
 
 af_status af_depthwise_conv_prepare(af_isa isa, const float *weights, int64_t channels, int64_t kh, int64_t kw,

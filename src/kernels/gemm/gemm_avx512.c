@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/gemm/gemm_internal.h"
+#include "kernels/transpose_avx512.h"
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define MR 14
@@ -179,35 +180,6 @@ TARGET void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t) {
     row_kernels[mr][nr > 16](t);
 }
 
-/* Transposes the 16 x 16 block r (r[l][k]) in registers into out[k][l]. */
-TARGET static inline __attribute__((always_inline)) void transpose16(const __m512 r[16], __m512 out[16]) {
-    __m512 t[16], u[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    /* u[4g + q], 128-bit lane j: element 4j + q of rows 4g .. 4g+3 */
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
-        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
-    }
-    /* Gather lane j of u[q], u[4+q], u[8+q], u[12+q] into out[4j + q]. */
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; q++) {
-        __m512 v02 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88), v13 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xdd);
-        __m512 w02 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88),
-               w13 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xdd);
-        out[q] = _mm512_shuffle_f32x4(v02, w02, 0x88);
-        out[8 + q] = _mm512_shuffle_f32x4(v02, w02, 0xdd);
-        out[4 + q] = _mm512_shuffle_f32x4(v13, w13, 0x88);
-        out[12 + q] = _mm512_shuffle_f32x4(v13, w13, 0xdd);
-    }
-}
-
 /* The convolution kernel (see af_gemm_isa_cfg.conv_tile): MR_ pixels of one output row, each
  * broadcast from the input planes, by NV vectors of 16 output channels from the packed weights;
  * 28 accumulators as in the GEMM kernel. The pixel-by-channel tile is transposed in registers
@@ -249,7 +221,7 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
         __m512 r[16], o[16];
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) r[i] = i < MR_ ? acc[i][v] : _mm512_setzero_ps();
-        transpose16(r, o);
+        af_transpose16x16(r, o);
         const int rows = t->nr - 16 * v < 16 ? t->nr - 16 * v : 16;
         for (int l = 0; l < rows; l++) {
             const int j = 16 * v + l;
@@ -286,7 +258,7 @@ TARGET static void pack_transposed(const float *src, int64_t ld, int64_t lanes, 
 #pragma GCC unroll 16
                 for (int l = 0; l < 16; l++)
                     r[l] = lb + l < n ? _mm512_maskz_loadu_ps(km, src + (l0 + lb + l) * ld + k0) : _mm512_setzero_ps();
-                transpose16(r, out);
+                af_transpose16x16(r, out);
                 const int wl = w - lb < 16 ? w - lb : 16;
                 const __mmask16 lm = (__mmask16)(wl == 16 ? 0xffff : (1u << wl) - 1);
 #pragma GCC unroll 16

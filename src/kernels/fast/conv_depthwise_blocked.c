@@ -1,0 +1,204 @@
+/* Channel-blocked depthwise convolution on AVX-512 (see conv_depthwise_blocked.h). */
+#include "kernels/fast/conv_depthwise_blocked.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/transpose_avx512.h"
+#include "util/alloc.h"
+
+#define TARGET AF_TRANSPOSE_TARGET
+#define LANES 16
+/* The interleaved block of one task stays within L2 beside its output: */
+#define BLOCK_BYTES (96 * 1024)
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+af_status af_dw_blocked_prepare(const float *weights, int64_t channels, int64_t kh, int64_t kw, af_dw_blocked *b) {
+    memset(b, 0, sizeof *b);
+    const int64_t groups = ceil_div(channels, LANES), taps = kh * kw;
+    b->weights = af_calloc((size_t)(groups * taps * LANES), sizeof(float));
+    if (!b->weights) return AF_ERR_OUT_OF_MEMORY;
+    for (int64_t c = 0; c < channels; c++)
+        for (int64_t t = 0; t < taps; t++) b->weights[(c / LANES * taps + t) * LANES + c % LANES] = weights[c * taps + t];
+    b->channels = channels;
+    b->kh = kh;
+    b->kw = kw;
+    return AF_OK;
+}
+
+void af_dw_blocked_release(af_dw_blocked *b) {
+    af_free(b->weights);
+    memset(b, 0, sizeof *b);
+}
+
+/* The padded block width: every column any tap of the output row reads. */
+static int64_t block_width(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow) {
+    return (ow - 1) * geo->stride[1] + (b->kw - 1) * geo->dilation[1] + 1;
+}
+
+/* Input rows the output rows [0, rows) read. */
+static int64_t rows_in(const af_dw_blocked *b, const af_conv_geom *geo, int64_t rows) {
+    return (rows - 1) * geo->stride[0] + (b->kh - 1) * geo->dilation[0] + 1;
+}
+
+/* Output rows per task: a block within BLOCK_BYTES, at least one row. */
+static int64_t chunk_rows(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow) {
+    const int64_t row_bytes = block_width(b, geo, ow) * LANES * (int64_t)sizeof(float);
+    int64_t rows = 1;
+    while (rows_in(b, geo, rows + 1) * row_bytes <= BLOCK_BYTES) rows++;
+    return rows;
+}
+
+size_t af_dw_blocked_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads) {
+    if (ow <= 0) return 0;
+    const int64_t floats = rows_in(b, geo, chunk_rows(b, geo, ow)) * block_width(b, geo, ow) * LANES;
+    return (size_t)floats * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
+}
+
+typedef struct blocked_run {
+    const af_dw_blocked *b;
+    const af_conv_geom *geo;
+    const float *x, *bias;
+    float *y, *scratch;
+    int64_t h, w, oh, ow, wp, rows, chunks, groups, block_floats;
+    const af_epilogue *epi; /* what runs after the store; NULL: nothing */
+    af_epilogue_tile_fn apply;
+    /* A lone activation step runs on the accumulators instead: clamp to [lo, hi], or HardSwish. */
+    bool clamp, hard_swish;
+    float lo, hi;
+} blocked_run;
+
+/* Input row iy (any value: outside the plane it is padding) of channels c0 .. c0 + nc into the
+ * block row dst: column j holds input column j - pad_left, as 16 channel lanes. */
+TARGET static void interleave_row(const blocked_run *r, const float *x0, int64_t nc, int64_t iy, float *dst) {
+    const int64_t wp = r->wp, left = r->geo->pad_begin[1];
+    const int64_t j_lo = min64(wp, max64(0, left)), j_hi = iy < 0 || iy >= r->h ? j_lo : min64(wp, left + r->w);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t j = 0; j < j_lo; j++) _mm512_storeu_ps(dst + j * LANES, zero);
+    for (int64_t j = max64(j_hi, j_lo); j < wp; j++) _mm512_storeu_ps(dst + j * LANES, zero);
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += LANES) {
+        const int64_t n = min64(LANES, j_hi - j0);
+        const __mmask16 m = (__mmask16)((1u << n) - 1);
+        __m512 rows[LANES], cols[LANES];
+#pragma GCC unroll 16
+        for (int c = 0; c < LANES; c++)
+            rows[c] = c < nc ? _mm512_maskz_loadu_ps(m, x0 + c * r->h * r->w + iy * r->w + (j0 - left)) : zero;
+        af_transpose16x16(rows, cols);
+        for (int64_t k = 0; k < n; k++) _mm512_storeu_ps(dst + (j0 + k) * LANES, cols[k]);
+    }
+}
+
+/* R output pixels (ox0 .. ox0 + R of row oy) of the 16 channels: taps as full-vector FMAs on the
+ * block, then transposed into the nc channel planes at y0 (row oy). Inlined with constant R. */
+TARGET static inline __attribute__((always_inline)) void pixels(const int R, const blocked_run *r, const float *blk,
+                                                                const float *wg, __m512 bias, int64_t oy_in_blk,
+                                                                int64_t ox0, float *yrow, int64_t nc) {
+    const af_conv_geom *g = r->geo;
+    const int64_t sx = g->stride[1] * LANES, kh = r->b->kh, kw = r->b->kw;
+    const int64_t dy = g->dilation[0] * r->wp * LANES, dx = g->dilation[1] * LANES;
+    const float *base = blk + (oy_in_blk * g->stride[0] * r->wp + ox0 * g->stride[1]) * LANES;
+    __m512 acc[LANES];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) acc[i] = bias;
+    for (int64_t ky = 0; ky < kh; ky++)
+        for (int64_t kx = 0; kx < kw; kx++, wg += LANES) {
+            const __m512 wv = _mm512_loadu_ps(wg);
+            const float *p = base + ky * dy + kx * dx;
+#pragma GCC unroll 16
+            for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(p + i * sx), acc[i]);
+        }
+    if (r->clamp) {
+        const __m512 lo = _mm512_set1_ps(r->lo), hi = _mm512_set1_ps(r->hi);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) acc[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, acc[i]));
+    } else if (r->hard_swish) { /* as the epilogue applier computes it */
+        const __m512 sixth = _mm512_set1_ps(1.0f / 6.0f), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            const __m512 gate = _mm512_fmadd_ps(acc[i], sixth, half);
+            acc[i] = _mm512_mul_ps(acc[i], _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(one, gate)));
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = R; i < LANES; i++) acc[i] = _mm512_setzero_ps();
+    __m512 out[LANES];
+    af_transpose16x16(acc, out);
+    const __mmask16 m = (__mmask16)((1u << R) - 1);
+    const int64_t plane = r->oh * r->ow;
+    for (int64_t c = 0; c < nc; c++) _mm512_mask_storeu_ps(yrow + c * plane + ox0, m, out[c]);
+}
+
+typedef void (*pixels_fn)(const blocked_run *, const float *, const float *, __m512, int64_t, int64_t, float *,
+                          int64_t);
+#define DEF_PIXELS(R)                                                                              \
+    TARGET static void pixels_##R(const blocked_run *r, const float *blk, const float *wg, __m512 bias, int64_t oy, \
+                                  int64_t ox0, float *yrow, int64_t nc) {                          \
+        pixels(R, r, blk, wg, bias, oy, ox0, yrow, nc);                                            \
+    }
+DEF_PIXELS(1) DEF_PIXELS(2) DEF_PIXELS(3) DEF_PIXELS(4) DEF_PIXELS(5) DEF_PIXELS(6) DEF_PIXELS(7) DEF_PIXELS(8)
+DEF_PIXELS(9) DEF_PIXELS(10) DEF_PIXELS(11) DEF_PIXELS(12) DEF_PIXELS(13) DEF_PIXELS(14) DEF_PIXELS(15)
+DEF_PIXELS(16)
+static const pixels_fn pixel_kernels[LANES + 1] = {NULL,       pixels_1,  pixels_2,  pixels_3,  pixels_4,  pixels_5,
+                                                   pixels_6,   pixels_7,  pixels_8,  pixels_9,  pixels_10, pixels_11,
+                                                   pixels_12,  pixels_13, pixels_14, pixels_15, pixels_16};
+
+/* Task (image, channel group, chunk of output rows): interleave the rows it reads, compute, then
+ * the epilogue over its stretch of each channel plane. */
+TARGET static void blocked_task(void *ctx, int task, int thread) {
+    const blocked_run *r = ctx;
+    const af_conv_geom *g = r->geo;
+    const int64_t chunk = task % r->chunks, grp = task / r->chunks % r->groups, img = task / (r->chunks * r->groups);
+    const int64_t c0 = grp * LANES, nc = min64(LANES, r->b->channels - c0);
+    const int64_t oy0 = chunk * r->rows, oy1 = min64(r->oh, oy0 + r->rows);
+    const int64_t iy0 = oy0 * g->stride[0] - g->pad_begin[0], n_in = rows_in(r->b, g, oy1 - oy0);
+    const float *x0 = r->x + (img * r->b->channels + c0) * r->h * r->w;
+    float *blk = r->scratch + (int64_t)thread * r->block_floats;
+    for (int64_t i = 0; i < n_in; i++) interleave_row(r, x0, nc, iy0 + i, blk + i * r->wp * LANES);
+    const __mmask16 cm = (__mmask16)((1u << nc) - 1);
+    const __m512 bias = r->bias ? _mm512_maskz_loadu_ps(cm, r->bias + c0) : _mm512_setzero_ps();
+    const float *wg = r->b->weights + grp * r->b->kh * r->b->kw * LANES;
+    const int64_t plane = r->oh * r->ow;
+    float *y0 = r->y + (img * r->b->channels + c0) * plane;
+    for (int64_t oy = oy0; oy < oy1; oy++)
+        for (int64_t ox = 0; ox < r->ow; ox += LANES) {
+            const int64_t n = min64(LANES, r->ow - ox);
+            pixel_kernels[n](r, blk, wg, bias, oy - oy0, ox, y0 + oy * r->ow, nc);
+        }
+    if (r->epi)
+        r->apply(r->epi, y0 + oy0 * r->ow, plane, (int)nc, (int)((oy1 - oy0) * r->ow), c0, oy0 * r->ow, img);
+}
+
+af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y, int64_t n,
+                            int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias, const af_epilogue *epi,
+                            af_threadpool *pool, void *scratch, size_t scratch_bytes) {
+    const int n_threads = af_threadpool_n_threads(pool);
+    if (oh <= 0 || ow <= 0 || !scratch || af_dw_blocked_scratch_bytes(b, geo, ow, n_threads) > scratch_bytes)
+        return AF_ERR_RUNTIME;
+    blocked_run r = {.b = b, .geo = geo, .x = x, .bias = bias, .y = y, .scratch = scratch, .h = h, .w = w,
+                     .oh = oh, .ow = ow, .wp = block_width(b, geo, ow), .groups = ceil_div(b->channels, LANES),
+                     .epi = epi && epi->n_steps ? epi : NULL, .apply = af_epilogue_tile_fn_for(AF_ISA_AVX512)};
+    if (r.epi && r.epi->n_steps == 1) {
+        const af_epi_step *s = &r.epi->steps[0];
+        if (s->op == AF_EPI_RELU || s->op == AF_EPI_CLIP) {
+            r.clamp = true;
+            r.lo = s->op == AF_EPI_RELU ? 0.0f : s->a;
+            r.hi = s->op == AF_EPI_RELU ? INFINITY : s->b;
+            r.epi = NULL;
+        } else if (s->op == AF_EPI_HARD_SWISH) {
+            r.hard_swish = true;
+            r.epi = NULL;
+        }
+    }
+    r.rows = chunk_rows(b, geo, ow);
+    r.block_floats = rows_in(b, geo, r.rows) * r.wp * LANES;
+    /* Two tasks per thread at least, where the rows allow. */
+    while (r.rows > 1 && n * r.groups * ceil_div(oh, r.rows) < 2 * n_threads) r.rows = ceil_div(r.rows, 2);
+    r.chunks = ceil_div(oh, r.rows);
+    const int64_t tasks = n * r.groups * r.chunks;
+    if (tasks > 0x7fffffff) return AF_ERR_LIMIT;
+    af_threadpool_run(pool, (int)tasks, blocked_task, &r);
+    return AF_OK;
+}

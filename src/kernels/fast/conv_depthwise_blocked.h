@@ -1,0 +1,40 @@
+/*
+ * Depthwise 2-D convolution on AVX-512 with channels as the vector lanes: 16 channels of a chunk
+ * of input rows are interleaved (transposed in registers) into a zero-padded scratch block of
+ * [row][column][16 channels], so every tap of every output pixel is one full-vector FMA of the
+ * pixel's 16 channels by the tap's 16 weights, whatever the plane size, stride or dilation. A
+ * register tile is 16 output pixels of one row; it is transposed back into the 16 channel planes
+ * as it is stored. Small planes (MobileNetV3's 7x7 and 14x14 layers) have no per-plane overhead
+ * and no partial vectors, which dominated the plane-at-a-time kernel (conv_depthwise.c).
+ *
+ *   af_dw_blocked b;
+ *   af_dw_blocked_prepare(weights, channels, kh, kw, &b);   // weights regrouped per 16 channels
+ *   size_t ws = af_dw_blocked_scratch_bytes(&b, geo, ow, n_threads);
+ *   af_dw_blocked_run(&b, geo, x, y, n, h, w, oh, ow, bias, epi, pool, scratch, ws);
+ *   af_dw_blocked_release(&b);
+ */
+#ifndef AF_KERNELS_FAST_CONV_DEPTHWISE_BLOCKED_H
+#define AF_KERNELS_FAST_CONV_DEPTHWISE_BLOCKED_H
+
+#include "ir/shape/conv_geom.h"
+#include "kernels/epilogue.h"
+#include "util/threadpool.h"
+
+typedef struct af_dw_blocked {
+    int64_t channels, kh, kw;
+    float *weights; /* [channels / 16 rounded up][kh * kw][16], zero past the last channel; owned */
+} af_dw_blocked;
+
+/* weights is [channels, kh * kw]. AF_ERR_OUT_OF_MEMORY or AF_OK. */
+af_status af_dw_blocked_prepare(const float *weights, int64_t channels, int64_t kh, int64_t kw, af_dw_blocked *b);
+void af_dw_blocked_release(af_dw_blocked *b);
+/* Scratch for n_threads threads: one interleaved block of input rows each. */
+size_t af_dw_blocked_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads);
+/* x is [n, channels, h, w], y [n, channels, oh, ow]; geo holds resolved pads. bias (may be NULL)
+ * is added first, then epi runs (m = channel, n = output pixel, batch = image). AF_ERR_RUNTIME
+ * when the scratch is smaller than af_dw_blocked_scratch_bytes for the pool's threads. */
+af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y, int64_t n,
+                            int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias, const af_epilogue *epi,
+                            af_threadpool *pool, void *scratch, size_t scratch_bytes);
+
+#endif
