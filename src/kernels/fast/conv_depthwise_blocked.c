@@ -69,6 +69,7 @@ typedef struct blocked_run {
     /* A lone activation step runs on the accumulators instead: clamp to [lo, hi], or HardSwish. */
     bool clamp, hard_swish;
     float lo, hi;
+    int variant; /* the pixel kernel (see variant()) */
 } blocked_run;
 
 /* Input row iy (any value: outside the plane it is padding) of channels c0 .. c0 + nc into the
@@ -87,29 +88,16 @@ TARGET static void interleave_row(const blocked_run *r, const float *x0, int64_t
         for (int c = 0; c < LANES; c++)
             rows[c] = c < nc ? _mm512_maskz_loadu_ps(m, x0 + c * r->h * r->w + iy * r->w + (j0 - left)) : zero;
         af_transpose16x16(rows, cols);
-        for (int64_t k = 0; k < n; k++) _mm512_storeu_ps(dst + (j0 + k) * LANES, cols[k]);
+        /* Unrolled with a test, not a loop to n, so cols stays in registers. */
+#pragma GCC unroll 16
+        for (int k = 0; k < LANES; k++)
+            if (k < n) _mm512_storeu_ps(dst + (j0 + k) * LANES, cols[k]);
     }
 }
 
-/* R output pixels (ox0 .. ox0 + R of row oy) of the 16 channels: taps as full-vector FMAs on the
- * block, then transposed into the nc channel planes at y0 (row oy). Inlined with constant R. */
-TARGET static inline __attribute__((always_inline)) void pixels(const int R, const blocked_run *r, const float *blk,
-                                                                const float *wg, __m512 bias, int64_t oy_in_blk,
-                                                                int64_t ox0, float *yrow, int64_t nc) {
-    const af_conv_geom *g = r->geo;
-    const int64_t sx = g->stride[1] * LANES, kh = r->b->kh, kw = r->b->kw;
-    const int64_t dy = g->dilation[0] * r->wp * LANES, dx = g->dilation[1] * LANES;
-    const float *base = blk + (oy_in_blk * g->stride[0] * r->wp + ox0 * g->stride[1]) * LANES;
-    __m512 acc[LANES];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; i++) acc[i] = bias;
-    for (int64_t ky = 0; ky < kh; ky++)
-        for (int64_t kx = 0; kx < kw; kx++, wg += LANES) {
-            const __m512 wv = _mm512_loadu_ps(wg);
-            const float *p = base + ky * dy + kx * dx;
-#pragma GCC unroll 16
-            for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(p + i * sx), acc[i]);
-        }
+/* The activation, then the R x 16 tile transposed into the nc channel planes (row yrow). */
+TARGET static inline __attribute__((always_inline)) void store_tile(const int R, const blocked_run *r, __m512 acc[LANES],
+                                                                    int64_t ox0, float *yrow, int64_t nc) {
     if (r->clamp) {
         const __m512 lo = _mm512_set1_ps(r->lo), hi = _mm512_set1_ps(r->hi);
 #pragma GCC unroll 16
@@ -131,19 +119,75 @@ TARGET static inline __attribute__((always_inline)) void pixels(const int R, con
     for (int64_t c = 0; c < nc; c++) _mm512_mask_storeu_ps(yrow + c * plane + ox0, m, out[c]);
 }
 
+/* R output pixels (ox0 .. ox0 + R of row oy) of the 16 channels, inlined with constants. KW > 0
+ * (the kernel width, at column stride SX, undilated): each block column of a kernel row is loaded
+ * once and feeds every (pixel, tap) that reads it, with the row's weights in registers. Loading
+ * once per FMA instead (KW == 0, any geometry) is bound by L2 bandwidth: the rows a 3x3 kernel
+ * reads on a 112-wide plane (22 KB) do not stay in L1 beside the rest. */
+TARGET static inline __attribute__((always_inline)) void pixels(const int R, const int KW, const int SX,
+                                                                const blocked_run *r, const float *blk,
+                                                                const float *wg, __m512 bias, int64_t oy_in_blk,
+                                                                int64_t ox0, float *yrow, int64_t nc) {
+    const af_conv_geom *g = r->geo;
+    const int64_t sx = g->stride[1] * LANES, kh = r->b->kh, kw = r->b->kw;
+    const int64_t dy = g->dilation[0] * r->wp * LANES, dx = g->dilation[1] * LANES;
+    const float *base = blk + (oy_in_blk * g->stride[0] * r->wp + ox0 * g->stride[1]) * LANES;
+    __m512 acc[LANES];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) acc[i] = bias;
+    if (KW) {
+        for (int64_t ky = 0; ky < kh; ky++, wg += KW * LANES) {
+            const float *row = base + ky * dy;
+            __m512 w[KW ? KW : 1];
+#pragma GCC unroll 5
+            for (int kx = 0; kx < KW; kx++) w[kx] = _mm512_loadu_ps(wg + kx * LANES);
+#pragma GCC unroll 40
+            for (int j = 0; j < (R - 1) * SX + KW; j++) {
+                const __m512 v = _mm512_loadu_ps(row + j * LANES);
+#pragma GCC unroll 5
+                for (int kx = 0; kx < KW; kx++) {
+                    const int d = j - kx; /* pixel d / SX reads column j at tap kx */
+                    if (d >= 0 && d % SX == 0 && d / SX < R) acc[d / SX] = _mm512_fmadd_ps(w[kx], v, acc[d / SX]);
+                }
+            }
+        }
+    } else {
+        for (int64_t ky = 0; ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++, wg += LANES) {
+                const __m512 wv = _mm512_loadu_ps(wg);
+                const float *p = base + ky * dy + kx * dx;
+#pragma GCC unroll 16
+                for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(p + i * sx), acc[i]);
+            }
+    }
+    store_tile(R, r, acc, ox0, yrow, nc);
+}
+
 typedef void (*pixels_fn)(const blocked_run *, const float *, const float *, __m512, int64_t, int64_t, float *,
                           int64_t);
-#define DEF_PIXELS(R)                                                                              \
-    TARGET static void pixels_##R(const blocked_run *r, const float *blk, const float *wg, __m512 bias, int64_t oy, \
-                                  int64_t ox0, float *yrow, int64_t nc) {                          \
-        pixels(R, r, blk, wg, bias, oy, ox0, yrow, nc);                                            \
+#define DEF_PIXELS(R, KW, SX)                                                                      \
+    TARGET static void pixels_##R##_##KW##_##SX(const blocked_run *r, const float *blk, const float *wg, __m512 bias, \
+                                                int64_t oy, int64_t ox0, float *yrow, int64_t nc) { \
+        pixels(R, KW, SX, r, blk, wg, bias, oy, ox0, yrow, nc);                                    \
     }
-DEF_PIXELS(1) DEF_PIXELS(2) DEF_PIXELS(3) DEF_PIXELS(4) DEF_PIXELS(5) DEF_PIXELS(6) DEF_PIXELS(7) DEF_PIXELS(8)
-DEF_PIXELS(9) DEF_PIXELS(10) DEF_PIXELS(11) DEF_PIXELS(12) DEF_PIXELS(13) DEF_PIXELS(14) DEF_PIXELS(15)
-DEF_PIXELS(16)
-static const pixels_fn pixel_kernels[LANES + 1] = {NULL,       pixels_1,  pixels_2,  pixels_3,  pixels_4,  pixels_5,
-                                                   pixels_6,   pixels_7,  pixels_8,  pixels_9,  pixels_10, pixels_11,
-                                                   pixels_12,  pixels_13, pixels_14, pixels_15, pixels_16};
+/* Per pixel count: any geometry, then 3 and 5 wide at strides 1 and 2 (the MobileNets' shapes). */
+#define DEF_ALL(R) DEF_PIXELS(R, 0, 1) DEF_PIXELS(R, 3, 1) DEF_PIXELS(R, 3, 2) DEF_PIXELS(R, 5, 1) DEF_PIXELS(R, 5, 2)
+DEF_ALL(1) DEF_ALL(2) DEF_ALL(3) DEF_ALL(4) DEF_ALL(5) DEF_ALL(6) DEF_ALL(7) DEF_ALL(8) DEF_ALL(9) DEF_ALL(10)
+DEF_ALL(11) DEF_ALL(12) DEF_ALL(13) DEF_ALL(14) DEF_ALL(15) DEF_ALL(16)
+#define ROW(R) {pixels_##R##_0_1, pixels_##R##_3_1, pixels_##R##_3_2, pixels_##R##_5_1, pixels_##R##_5_2}
+enum { GENERIC, K3S1, K3S2, K5S1, K5S2, VARIANTS };
+static const pixels_fn pixel_kernels[LANES + 1][VARIANTS] = {
+    {NULL}, ROW(1),  ROW(2),  ROW(3),  ROW(4),  ROW(5),  ROW(6),  ROW(7),  ROW(8),
+    ROW(9), ROW(10), ROW(11), ROW(12), ROW(13), ROW(14), ROW(15), ROW(16),
+};
+
+/* Which kernel variant a geometry takes. */
+static int variant(const af_dw_blocked *b, const af_conv_geom *g) {
+    if (g->dilation[1] != 1 || (g->stride[1] != 1 && g->stride[1] != 2)) return GENERIC;
+    if (b->kw == 3) return g->stride[1] == 1 ? K3S1 : K3S2;
+    if (b->kw == 5) return g->stride[1] == 1 ? K5S1 : K5S2;
+    return GENERIC;
+}
 
 /* Task (image, channel group, chunk of output rows): interleave the rows it reads, compute, then
  * the epilogue over its stretch of each channel plane. */
@@ -165,7 +209,7 @@ TARGET static void blocked_task(void *ctx, int task, int thread) {
     for (int64_t oy = oy0; oy < oy1; oy++)
         for (int64_t ox = 0; ox < r->ow; ox += LANES) {
             const int64_t n = min64(LANES, r->ow - ox);
-            pixel_kernels[n](r, blk, wg, bias, oy - oy0, ox, y0 + oy * r->ow, nc);
+            pixel_kernels[n][r->variant](r, blk, wg, bias, oy - oy0, ox, y0 + oy * r->ow, nc);
         }
     if (r->epi)
         r->apply(r->epi, y0 + oy0 * r->ow, plane, (int)nc, (int)((oy1 - oy0) * r->ow), c0, oy0 * r->ow, img);
@@ -192,6 +236,7 @@ af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, con
             r.epi = NULL;
         }
     }
+    r.variant = variant(b, geo);
     r.rows = chunk_rows(b, geo, ow);
     r.block_floats = rows_in(b, geo, r.rows) * r.wp * LANES;
     /* Two tasks per thread at least, where the rows allow. */
