@@ -1,6 +1,7 @@
 /* Convolution as an implicit GEMM over phase planes (see conv_implicit.h). */
 #include "kernels/gemm/conv_implicit.h"
 
+#include <immintrin.h>
 #include <string.h>
 
 #include "kernels/gemm/gemm_internal.h"
@@ -88,6 +89,17 @@ typedef struct implicit_run {
     af_gemm_fused fused;
 } implicit_run;
 
+/* d[j] = s[2 j] for j < n, reading nothing past s[2 (n - 1)]: the stride-2 phase rows, which a
+ * scalar loop made 40% of a MobileNetV3 stem's time. */
+__attribute__((target("avx512f"))) static void gather_even_avx512(const float *s, int64_t n, float *d) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    int64_t j = 0;
+    for (; j + 16 <= n - 1; j += 16) /* the last full vector also reads s[2 j + 31], so one short */
+        _mm512_storeu_ps(d + j, _mm512_permutex2var_ps(_mm512_loadu_ps(s + 2 * j), even,
+                                                       _mm512_loadu_ps(s + 2 * j + 16)));
+    for (; j < n; j++) d[j] = s[2 * j];
+}
+
 /* Row i of phase (a, b) of one channel: input row sy * i + a - py, columns sx * j + b - px. */
 static void phase_row(const implicit_run *r, const float *plane_in, float *dst, int64_t i, int64_t a, int64_t b) {
     const phases *p = &r->p;
@@ -105,6 +117,7 @@ static void phase_row(const implicit_run *r, const float *plane_in, float *dst, 
     if (lo > hi) lo = hi;
     memset(dst, 0, (size_t)lo * sizeof *dst);
     if (p->sx == 1) memcpy(dst + lo, src + c0 + lo, (size_t)(hi - lo) * sizeof *dst);
+    else if (p->sx == 2 && r->c->isa == AF_ISA_AVX512) gather_even_avx512(src + c0 + 2 * lo, hi - lo, dst + lo);
     else
         for (int64_t j = lo; j < hi; j++) dst[j] = src[c0 + j * p->sx];
     memset(dst + hi, 0, (size_t)(p->wq - hi) * sizeof *dst);
