@@ -28,8 +28,8 @@
 /* Compute efficiency: the fraction of the FMA peak each kind of kernel reaches, calibrated on the
  * library's own kernels with bench/cost_model_check.c (docs/cost_model.md has the measurements). */
 #define AF_COST_EFF_GEMM 0.85        /* MatMul, Gemm, 1x1 Conv: the packed GEMM */
-#define AF_COST_EFF_CONV_KXK 0.65    /* Conv with a kernel > 1x1: GEMM over an im2col buffer */
-#define AF_COST_EFF_DEPTHWISE 0.10   /* depthwise Conv: the padded-plane kernel reaches ~5-35 GFLOP/s */
+#define AF_COST_EFF_CONV_KXK 0.90    /* Conv with a kernel > 1x1: the implicit GEMM over phase planes */
+#define AF_COST_EFF_DEPTHWISE 0.32   /* depthwise Conv: the channel-blocked kernel, ~20-60 GFLOP/s */
 #define AF_COST_EFF_VECTOR 0.25      /* elementwise, softmax, normalizations: SIMD without FMA chains */
 #define AF_COST_EFF_REDUCE 0.06      /* pooling and reductions: horizontal sums, strided windows */
 
