@@ -1,5 +1,5 @@
-/* One row of a zero-padded copy of an input plane, shared by the kernels that pad a plane into
- * scratch before vector work (depthwise conv, tap-GEMM conv). Internal to src/kernels/fast. */
+/* One row of a zero-padded copy of an input plane, for kernels that pad a plane into
+ * scratch before vector work (today the plane-at-a-time depthwise conv). Internal to src/kernels/fast. */
 #ifndef AF_KERNELS_FAST_PAD_ROW_H
 #define AF_KERNELS_FAST_PAD_ROW_H
 
