@@ -127,6 +127,7 @@ check-tsan:
 	    $(TSAN_BUILD)/test_unit
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/test_unit threads
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/test_unit gemm_threads
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/test_unit fast_conv
 
 clean:
 	rm -rf build build-san $(FUZZ_BUILD) $(TSAN_BUILD)
