@@ -1,9 +1,10 @@
 /*
- * Fast float32 2-D Conv in NCHW. Pointwise (1x1, stride 1, no padding) convolutions are a GEMM on
- * the input itself; other ungrouped, undilated ones an implicit GEMM over phase planes
- * (src/kernels/gemm/conv_implicit.c); grouped or dilated kernels go through im2col into the
- * workspace; depthwise convolutions have their own kernel (src/kernels/fast/conv_depthwise.c). Weights are packed once, per group, at
- * prepare. Epilogue coordinates: m = output channel, n = flattened output pixel, batch = image.
+ * Fast float32 2-D Conv in NCHW. 1x1 convolutions with 256+ output pixels are a GEMM on the input
+ * itself (at a stride, on its im2col subsample); other ungrouped, undilated ones an implicit GEMM
+ * over phase planes (src/kernels/gemm/conv_implicit.c); grouped or dilated kernels go through
+ * im2col into the workspace; depthwise convolutions have their own kernels
+ * (src/kernels/fast/conv_depthwise.c). Weights are packed once, per group, at prepare. Epilogue
+ * coordinates: m = output channel, n = flattened output pixel, batch = image.
  */
 #include <string.h>
 

@@ -22,7 +22,8 @@ af_status af_dw_blocked_prepare(const float *weights, int64_t channels, int64_t 
     b->weights = af_calloc((size_t)(groups * taps * LANES), sizeof(float));
     if (!b->weights) return AF_ERR_OUT_OF_MEMORY;
     for (int64_t c = 0; c < channels; c++)
-        for (int64_t t = 0; t < taps; t++) b->weights[(c / LANES * taps + t) * LANES + c % LANES] = weights[c * taps + t];
+        for (int64_t t = 0; t < taps; t++)
+            b->weights[(c / LANES * taps + t) * LANES + c % LANES] = weights[c * taps + t];
     b->channels = channels;
     b->kh = kh;
     b->kw = kw;
@@ -96,7 +97,8 @@ TARGET static void interleave_row(const blocked_run *r, const float *x0, int64_t
 }
 
 /* The activation, then the R x 16 tile transposed into the nc channel planes (row yrow). */
-TARGET static inline __attribute__((always_inline)) void store_tile(const int R, const blocked_run *r, __m512 acc[LANES],
+TARGET static inline __attribute__((always_inline)) void store_tile(const int R, const blocked_run *r,
+                                                                    __m512 acc[LANES],
                                                                     int64_t ox0, float *yrow, int64_t nc) {
     if (r->clamp) {
         const __m512 lo = _mm512_set1_ps(r->lo), hi = _mm512_set1_ps(r->hi);

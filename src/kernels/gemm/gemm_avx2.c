@@ -91,15 +91,17 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
     }
 }
 
-#define DEF_KERNEL(R, NV)                                                                          \
-    TARGET static void ukernel_##R##x##NV(const af_gemm_tile_args *t) { ukernel(R, NV, t); }
-#define DEF_ROWS(R) DEF_KERNEL(R, 1) DEF_KERNEL(R, 2)
-DEF_ROWS(1) DEF_ROWS(2) DEF_ROWS(3) DEF_ROWS(4) DEF_ROWS(5) DEF_ROWS(6)
+/* The kernel K instantiated for 1..MR rows by 1 or 2 vectors, and the table of them. */
+#define DEF_KERNEL(K, R, NV)                                                                       \
+    TARGET static void K##_##R##x##NV(const af_gemm_tile_args *t) { K(R, NV, t); }
+#define DEF_ROWS(K, R) DEF_KERNEL(K, R, 1) DEF_KERNEL(K, R, 2)
+#define DEF_KERNELS(K) DEF_ROWS(K, 1) DEF_ROWS(K, 2) DEF_ROWS(K, 3) DEF_ROWS(K, 4) DEF_ROWS(K, 5) DEF_ROWS(K, 6)
+#define ROW_PAIR(K, R) {K##_##R##x1, K##_##R##x2}
+#define KERNEL_TABLE(K)                                                                            \
+    {{NULL, NULL}, ROW_PAIR(K, 1), ROW_PAIR(K, 2), ROW_PAIR(K, 3), ROW_PAIR(K, 4), ROW_PAIR(K, 5), ROW_PAIR(K, 6)}
 
-#define ROW_PAIR(R) {ukernel_##R##x1, ukernel_##R##x2}
-static const af_gemm_tile_fn row_kernels[MR + 1][2] = {
-    {NULL, NULL}, ROW_PAIR(1), ROW_PAIR(2), ROW_PAIR(3), ROW_PAIR(4), ROW_PAIR(5), ROW_PAIR(6),
-};
+DEF_KERNELS(ukernel)
+static const af_gemm_tile_fn row_kernels[MR + 1][2] = KERNEL_TABLE(ukernel);
 
 /* The tile function: the full 6x16 kernel or the variant for an edge tile. */
 TARGET void af_f32_gemm_ukernel_6x16__avx2(const af_gemm_tile_args *t) {
@@ -144,15 +146,8 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
         for (int i = 0; i < MR_; i++) t->c[j * t->ldc + i] = tile[i][j];
 }
 
-#define DEF_CONV(R, NV)                                                                            \
-    TARGET static void conv_##R##x##NV(const af_gemm_tile_args *t) { conv_kernel(R, NV, t); }
-#define DEF_CONV_ROWS(R) DEF_CONV(R, 1) DEF_CONV(R, 2)
-DEF_CONV_ROWS(1) DEF_CONV_ROWS(2) DEF_CONV_ROWS(3) DEF_CONV_ROWS(4) DEF_CONV_ROWS(5) DEF_CONV_ROWS(6)
-
-#define CONV_PAIR(R) {conv_##R##x1, conv_##R##x2}
-static const af_gemm_tile_fn conv_kernels[MR + 1][2] = {
-    {NULL, NULL}, CONV_PAIR(1), CONV_PAIR(2), CONV_PAIR(3), CONV_PAIR(4), CONV_PAIR(5), CONV_PAIR(6),
-};
+DEF_KERNELS(conv_kernel)
+static const af_gemm_tile_fn conv_kernels[MR + 1][2] = KERNEL_TABLE(conv_kernel);
 
 TARGET void af_f32_conv_ukernel_6x16__avx2(const af_gemm_tile_args *t) { conv_kernels[t->mr][t->nr > 8](t); }
 

@@ -88,17 +88,21 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
     }
 }
 
-#define DEF_KERNEL(R, NV)                                                                          \
-    TARGET static void ukernel_##R##x##NV(const af_gemm_tile_args *t) { ukernel(R, NV, t); }
-#define DEF_ROWS(R) DEF_KERNEL(R, 1) DEF_KERNEL(R, 2)
-DEF_ROWS(1) DEF_ROWS(2) DEF_ROWS(3) DEF_ROWS(4) DEF_ROWS(5) DEF_ROWS(6) DEF_ROWS(7)
-DEF_ROWS(8) DEF_ROWS(9) DEF_ROWS(10) DEF_ROWS(11) DEF_ROWS(12) DEF_ROWS(13) DEF_ROWS(14)
+/* The kernel K instantiated for 1..MR rows by 1 or 2 vectors, and the table of them. */
+#define DEF_KERNEL(K, R, NV)                                                                       \
+    TARGET static void K##_##R##x##NV(const af_gemm_tile_args *t) { K(R, NV, t); }
+#define DEF_ROWS(K, R) DEF_KERNEL(K, R, 1) DEF_KERNEL(K, R, 2)
+#define DEF_KERNELS(K)                                                                             \
+    DEF_ROWS(K, 1) DEF_ROWS(K, 2) DEF_ROWS(K, 3) DEF_ROWS(K, 4) DEF_ROWS(K, 5) DEF_ROWS(K, 6) DEF_ROWS(K, 7)     \
+    DEF_ROWS(K, 8) DEF_ROWS(K, 9) DEF_ROWS(K, 10) DEF_ROWS(K, 11) DEF_ROWS(K, 12) DEF_ROWS(K, 13) DEF_ROWS(K, 14)
+#define ROW_PAIR(K, R) {K##_##R##x1, K##_##R##x2}
+#define KERNEL_TABLE(K)                                                                            \
+    {{NULL, NULL},     ROW_PAIR(K, 1),  ROW_PAIR(K, 2),  ROW_PAIR(K, 3), ROW_PAIR(K, 4),                \
+     ROW_PAIR(K, 5),   ROW_PAIR(K, 6),  ROW_PAIR(K, 7),  ROW_PAIR(K, 8), ROW_PAIR(K, 9),                \
+     ROW_PAIR(K, 10),  ROW_PAIR(K, 11), ROW_PAIR(K, 12), ROW_PAIR(K, 13), ROW_PAIR(K, 14)}
 
-#define ROW_PAIR(R) {ukernel_##R##x1, ukernel_##R##x2}
-static const af_gemm_tile_fn row_kernels[MR + 1][2] = {
-    {NULL, NULL}, ROW_PAIR(1), ROW_PAIR(2), ROW_PAIR(3), ROW_PAIR(4), ROW_PAIR(5), ROW_PAIR(6), ROW_PAIR(7),
-    ROW_PAIR(8), ROW_PAIR(9), ROW_PAIR(10), ROW_PAIR(11), ROW_PAIR(12), ROW_PAIR(13), ROW_PAIR(14),
-};
+DEF_KERNELS(ukernel)
+static const af_gemm_tile_fn row_kernels[MR + 1][2] = KERNEL_TABLE(ukernel);
 
 /* A few columns (T < mr) of a tile, vectorized along M instead: one FMA per column and k covers
  * all mr rows, where the row kernels would spend one per row on mostly-masked vectors (N = 49 has
@@ -231,18 +235,8 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
     }
 }
 
-#define DEF_CONV(R, NV)                                                                            \
-    TARGET static void conv_##R##x##NV(const af_gemm_tile_args *t) { conv_kernel(R, NV, t); }
-#define DEF_CONV_ROWS(R) DEF_CONV(R, 1) DEF_CONV(R, 2)
-DEF_CONV_ROWS(1) DEF_CONV_ROWS(2) DEF_CONV_ROWS(3) DEF_CONV_ROWS(4) DEF_CONV_ROWS(5) DEF_CONV_ROWS(6)
-DEF_CONV_ROWS(7) DEF_CONV_ROWS(8) DEF_CONV_ROWS(9) DEF_CONV_ROWS(10) DEF_CONV_ROWS(11) DEF_CONV_ROWS(12)
-DEF_CONV_ROWS(13) DEF_CONV_ROWS(14)
-
-#define CONV_PAIR(R) {conv_##R##x1, conv_##R##x2}
-static const af_gemm_tile_fn conv_kernels[MR + 1][2] = {
-    {NULL, NULL},  CONV_PAIR(1),  CONV_PAIR(2),  CONV_PAIR(3),  CONV_PAIR(4),  CONV_PAIR(5),  CONV_PAIR(6), CONV_PAIR(7),
-    CONV_PAIR(8),  CONV_PAIR(9),  CONV_PAIR(10), CONV_PAIR(11), CONV_PAIR(12), CONV_PAIR(13), CONV_PAIR(14),
-};
+DEF_KERNELS(conv_kernel)
+static const af_gemm_tile_fn conv_kernels[MR + 1][2] = KERNEL_TABLE(conv_kernel);
 
 TARGET void af_f32_conv_ukernel_14x32__avx512(const af_gemm_tile_args *t) { conv_kernels[t->mr][t->nr > 16](t); }
 
