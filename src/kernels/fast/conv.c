@@ -145,6 +145,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
                 return af_ctx_fail(c, st, "epilogue too long");
             st = af_conv_implicit_run(&s->implicit, &geo, xd + n * s->cin * hw_in, yd + n * s->cout * hw, h, wd, oh,
                                       ow, &e, pool, workspace, k->workspace_bytes);
+            if (st == AF_ERR_LIMIT) return af_ctx_fail(c, st, "convolution too large to split into tasks");
             if (st != AF_OK) return af_ctx_fail(c, st, "input is larger than the session planned for");
         }
         return AF_OK;

@@ -229,8 +229,9 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
     }
     r.planes = r.p.in_place ? x : (const float *)((char *)workspace + offsets_bytes(c));
     choose_tasks(&r, af_threadpool_n_threads(pool));
-    if (!r.p.in_place) af_threadpool_run(pool, (int)c->cin, phases_task, &r);
     const int64_t blocks = ceil_div(r.rows, r.rows_per_block);
+    if (c->cin > INT32_MAX || blocks * r.n_groups > INT32_MAX) return AF_ERR_LIMIT;
+    if (!r.p.in_place) af_threadpool_run(pool, (int)c->cin, phases_task, &r);
     af_threadpool_run(pool, (int)(blocks * r.n_groups), tile_task, &r);
     return AF_OK;
 }

@@ -42,7 +42,8 @@ bool af_conv_implicit_fit(const af_conv_implicit *c, const af_conv_geom *geo, in
 size_t af_conv_implicit_workspace(const af_conv_implicit *c, const af_conv_geom *geo, int64_t oh, int64_t ow);
 /* One image: x is [cin, h, w], y is [cout, oh, ow]. epi (bias first, vectors offset to this image;
  * m = output channel, n = flattened output pixel) is applied to every output element once.
- * AF_ERR_RUNTIME when the geometry does not fit or the workspace is too small. */
+ * AF_ERR_RUNTIME when the geometry does not fit or the workspace is too small, AF_ERR_LIMIT when
+ * the work does not fit the thread pool's task count. */
 af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *geo, const float *x, float *y,
                                int64_t h, int64_t w, int64_t oh, int64_t ow, const af_epilogue *epi,
                                af_threadpool *pool, void *workspace, size_t workspace_bytes);
