@@ -148,44 +148,47 @@ static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *poo
     fx_free(&f);
 }
 
-/* The implicit GEMM on shapes that fill several tasks, row blocks and weight panels (cout not a
- * multiple of any ISA's panel, widths not a multiple of its tile). */
-AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
+/* check_epilogues over cases at every ISA; want_kernel names the kernel each ISA must pick. */
+static void check_cases(const conv_case *cases, size_t n, const char *(*want_kernel)(af_isa)) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
     af_isa isas[AF_ISA_COUNT];
     int n_isa = fx_isas(isas);
+    for (int i = 0; i < n_isa; i++)
+        for (size_t c = 0; c < n; c++) check_epilogues(&cases[c], isas[i], &pools, want_kernel(isas[i]));
+    fx_pools_free(&pools);
+}
+
+static const char *implicit_kernel(af_isa isa) {
+    (void)isa;
+    return "f32_conv_implicit_gemm";
+}
+
+static const char *depthwise_kernel(af_isa isa) {
+    return isa == AF_ISA_AVX512 ? "f32_dwconv_blocked__avx512" : isa == AF_ISA_AVX2 ? "f32_dwconv__avx2"
+                                                                                     : "f32_dwconv__scalar";
+}
+
+/* The implicit GEMM on shapes that fill several tasks, row blocks and weight panels (cout not a
+ * multiple of any ISA's panel, widths not a multiple of its tile). */
+AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
     const conv_case cases[] = {
         {1, 64, 40, 44, 44, 3, 1, 1, 1, true, 0, 0},  /* several row blocks at 2 threads */
         {2, 16, 5, 30, 37, 5, 1, 2, 1, true, 0, 3},   /* 5x5, uneven pads, batch 2 */
         {1, 24, 70, 15, 15, 3, 2, 1, 1, true, 0, 0},  /* stride 2, three panels */
         {1, 40, 36, 13, 13, 1, 1, 0, 1, true, 0, 0},  /* pointwise on a small plane */
     };
-    for (int i = 0; i < n_isa; i++)
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-            check_epilogues(&cases[c], isas[i], &pools, "f32_conv_implicit_gemm");
-    fx_pools_free(&pools);
+    check_cases(cases, sizeof cases / sizeof cases[0], implicit_kernel);
 }
 
 /* Depthwise convolutions with their epilogues, on planes large enough for several row chunks per
  * channel group and channel counts that leave a partial group of 16. */
 AF_TEST(fast_conv_depthwise_applies_its_epilogue) {
-    fx_pools pools;
-    CHECK(fx_pools_init(&pools));
-    af_isa isas[AF_ISA_COUNT];
-    int n_isa = fx_isas(isas);
     const conv_case cases[] = {
         {1, 40, 40, 60, 60, 3, 1, 1, 40, true, 0, 0},   /* 3 groups, row chunks */
         {2, 24, 24, 57, 57, 5, 2, 2, 24, true, 0, 0},   /* stride 2, batch 2 */
         {1, 17, 17, 7, 7, 5, 1, 2, 17, true, 0, 0},     /* 7x7 planes, one channel past a group */
         {1, 20, 20, 15, 15, 3, 1, 2, 20, true, 2, 1},   /* dilated, uneven pads */
     };
-    for (int i = 0; i < n_isa; i++)
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-            const char *want = isas[i] == AF_ISA_AVX512 ? "f32_dwconv_blocked__avx512"
-                               : isas[i] == AF_ISA_AVX2 ? "f32_dwconv__avx2"
-                                                        : "f32_dwconv__scalar";
-            check_epilogues(&cases[c], isas[i], &pools, want);
-        }
-    fx_pools_free(&pools);
+    check_cases(cases, sizeof cases / sizeof cases[0], depthwise_kernel);
 }
