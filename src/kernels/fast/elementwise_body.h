@@ -55,6 +55,17 @@ FV_TARGET static void FV_NAME(f32_ew_unary)(af_ew_unary_op op, float a, float b,
     }
 }
 
+/* y[j] = x[j * s] for j < n (s >= 1), reading only those elements. */
+FV_TARGET static void FV_NAME(f32_gather)(int64_t n, int64_t s, const float *x, float *y) {
+    for (int64_t j = 0; j < n; j += FV_W) {
+        const int64_t k = n - j < FV_W ? n - j : FV_W;
+        const float *p = x + j * s;
+        const fv_v v = s == 1 ? fv_load_s1(p, k) : s == 2 ? fv_load_s2(p, k) : fv_load_sg(p, s, k);
+        if (k == FV_W) fv_store(y + j, v);
+        else fv_storem(y + j, fv_tail(k), v);
+    }
+}
+
 /* y[0..n) = EXPR of p = a[i * sa..], q = b[i * sb..]; a stride-0 operand is one broadcast value. */
 #define EW_BINARY_LOOP(EXPR)                                                                       \
     do {                                                                                           \

@@ -9,7 +9,8 @@
  *
  * Every loop computes each output element the same way wherever a chunk starts or ends (tails
  * are masked vectors, not scalar code), so splitting work over threads never changes a result.
- * Internal to src/kernels/fast.
+ * Internal to src/kernels (the implicit-GEMM conv in src/kernels/gemm copies strided rows with
+ * `gather`).
  */
 #ifndef AF_KERNELS_FAST_VEC_INTERNAL_H
 #define AF_KERNELS_FAST_VEC_INTERNAL_H
@@ -69,6 +70,8 @@ typedef struct af_vec_kernels {
     void (*ew_unary)(af_ew_unary_op op, float a, float b, int64_t n, const float *x, float *y);
     /* y[i] = op(a[i * sa], b[i * sb]) for i < n; sa, sb are 0 (a scalar) or 1. */
     void (*ew_binary)(af_ew_binary_op op, int64_t n, const float *a, int sa, const float *b, int sb, float *y);
+    /* y[j] = x[j * s] for j < n (s >= 1), reading only those elements of x. */
+    void (*gather)(int64_t n, int64_t s, const float *x, float *y);
     /* One plane: x is g->h x g->w, y is g->oh x g->ow. */
     void (*pool2d_plane)(const af_pool2d *g, const float *x, float *y);
     /* *y = the max (max) or mean of x[0..n); the mean's sum runs in double. */

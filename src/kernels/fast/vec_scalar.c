@@ -86,6 +86,7 @@ const af_vec_kernels af_vec_scalar = {
     .isa = AF_ISA_SCALAR,
     .ew_unary = FV_NAME(f32_ew_unary),
     .ew_binary = FV_NAME(f32_ew_binary),
+    .gather = FV_NAME(f32_gather),
     .pool2d_plane = FV_NAME(f32_pool2d_plane),
     .global_pool = FV_NAME(f32_global_pool),
     .softmax_row = FV_NAME(f32_softmax_row),
