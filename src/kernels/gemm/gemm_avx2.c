@@ -124,7 +124,7 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) acc[i][v] = _mm256_setzero_ps();
     for (int64_t ch = 0; ch < nch; ch++, a += chan_ld) {
-        const float *ahead = a + 2 * chan_ld; /* as in the AVX-512 kernel */
+        const float *ahead = a + af_conv_prefetch_channels(taps) * chan_ld; /* prefetches never fault */
         for (int j = 0; j < taps; j++, b += NR) {
             const float *aj = a + off[j];
             const __m256 b0 = _mm256_loadu_ps(b), b1 = NV > 1 ? _mm256_loadu_ps(b + 8) : b0;

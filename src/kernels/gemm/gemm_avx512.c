@@ -200,9 +200,7 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
     for (int64_t ch = 0; ch < nch; ch++, a += chan_ld) {
-        /* Each channel's rows sit a plane apart, a stride the hardware prefetchers do not follow:
-         * fetch those of a channel about 8 k steps ahead (prefetches never fault). */
-        const float *ahead = a + (taps >= 4 ? 2 : 8 / taps) * chan_ld;
+        const float *ahead = a + af_conv_prefetch_channels(taps) * chan_ld; /* prefetches never fault */
         for (int j = 0; j < taps; j++, b += NR) {
             const float *aj = a + off[j];
             const __m512 b0 = _mm512_loadu_ps(b), b1 = NV > 1 ? _mm512_loadu_ps(b + 16) : b0;

@@ -60,6 +60,11 @@ typedef struct af_gemm_tile_args {
 
 typedef void (*af_gemm_tile_fn)(const af_gemm_tile_args *t);
 
+/* How far ahead, in channels, the conv tile kernels prefetch their input rows: each channel's rows
+ * sit a plane apart, a stride the hardware prefetchers do not follow, so they fetch those about
+ * 8 k steps ahead (at least two channels). */
+static inline int64_t af_conv_prefetch_channels(int taps) { return taps >= 4 ? 2 : 8 / taps; }
+
 /* Packs the lanes x kc block of a source matrix into ceil(lanes / w) consecutive panels of kc * w
  * floats at dst (the last one zero-padded). Element (k, l) of the block is src[k * ld + l] when
  * lanes_contiguous, else src[l * ld + k]. */
