@@ -140,7 +140,7 @@ __attribute__((target("avx2,fma"))) static void flat_avx2(const dw_args *a, cons
     }
 }
 
-/* The flattened paths' results: rows of `stride` floats in out, of which the first ow are the
+/* The flattened path's result: rows of `stride` floats in out, of which the first ow are the
  * plane's outputs, copied out to y's plane. */
 static void copy_rows(const dw_args *a, const float *out, int64_t stride, float *yp) {
     for (int64_t oy = 0; oy < a->oh; oy++) memcpy(yp + oy * a->ow, out + oy * stride, (size_t)a->ow * sizeof(float));
@@ -152,13 +152,12 @@ static void dw_task_padded(const dw_args *a, int task, int thread) {
     const float *plane = a->x + (int64_t)task * a->h * a->w;
     const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
     float *yp = a->y + (int64_t)task * a->oh * a->ow;
+    pad_plane(a, plane, p);
     if (a->flat) { /* stride 1, AVX2 or better */
         float *out = p + a->ph * a->pw + dw_slack(a->dw, a->geo);
-        pad_plane(a, plane, p);
         flat_avx2(a, p, wk, out, a->oh * a->pw);
         copy_rows(a, out, a->pw, yp);
     } else { /* the row kernels on the padded plane, whose taps are all inside */
-        pad_plane(a, plane, p);
         af_conv_geom geo = *a->geo;
         geo.pad_begin[0] = geo.pad_begin[1] = 0;
         dw_args pa = *a;
@@ -209,8 +208,7 @@ static size_t padded_plane_floats(const af_depthwise_conv *dw, const af_conv_geo
     *ph = (oh - 1) * geo->stride[0] + (dw->kh - 1) * geo->dilation[0] + 1;
     *pw = (ow - 1) * geo->stride[1] + (dw->kw - 1) * geo->dilation[1] + 1;
     size_t out = ((size_t)(oh * *pw) + 63) & ~(size_t)63;
-    size_t plain = ((size_t)(*ph * *pw + dw_slack(dw, geo)) + out + 15) & ~(size_t)15;
-    return plain;
+    return ((size_t)(*ph * *pw + dw_slack(dw, geo)) + out + 15) & ~(size_t)15;
 }
 
 size_t af_depthwise_conv_scratch_bytes(const af_depthwise_conv *dw, const af_conv_geom *geo, int64_t oh, int64_t ow,
