@@ -1,9 +1,9 @@
 /* Channel-blocked depthwise convolution on AVX-512 (see conv_depthwise_blocked.h). */
 #include "kernels/fast/conv_depthwise_blocked.h"
 
-#include <math.h>
 #include <string.h>
 
+#include "kernels/gemm/gemm_internal.h"
 #include "kernels/transpose_avx512.h"
 #include "util/alloc.h"
 
@@ -226,17 +226,13 @@ af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, con
     blocked_run r = {.b = b, .geo = geo, .x = x, .bias = bias, .y = y, .scratch = scratch, .h = h, .w = w,
                      .oh = oh, .ow = ow, .wp = block_width(b, geo, ow), .groups = ceil_div(b->channels, LANES),
                      .epi = epi && epi->n_steps ? epi : NULL, .apply = af_epilogue_tile_fn_for(AF_ISA_AVX512)};
-    if (r.epi && r.epi->n_steps == 1) {
-        const af_epi_step *s = &r.epi->steps[0];
-        if (s->op == AF_EPI_RELU || s->op == AF_EPI_CLIP) {
-            r.clamp = true;
-            r.lo = s->op == AF_EPI_RELU ? 0.0f : s->a;
-            r.hi = s->op == AF_EPI_RELU ? INFINITY : s->b;
-            r.epi = NULL;
-        } else if (s->op == AF_EPI_HARD_SWISH) {
-            r.hard_swish = true;
-            r.epi = NULL;
-        }
+    /* The GEMM's reading of an epilogue into in-register steps; only the activations apply here
+     * (the accumulators hold 16 channels of one pixel, not a tile of C). */
+    af_gemm_fused f;
+    if (r.epi && af_gemm_compile_fused(r.epi, 0, &f) == r.epi->n_steps && !f.row_scale && !f.row_shift &&
+        !f.col_shift && !f.residual) {
+        r.clamp = f.clamp, r.hard_swish = f.hard_swish, r.lo = f.lo, r.hi = f.hi;
+        r.epi = NULL;
     }
     r.variant = variant(b, geo);
     r.rows = chunk_rows(b, geo, ow);
