@@ -4,12 +4,14 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "ir/model.h"
 #include "ir/op_ctx.h"
 #include "ir/tensor.h"
+#include "onnx/skeleton.h"
 #include "onnx/tensor_pb.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -18,8 +20,17 @@
 #define AF_MIN_OPSET 7
 #define AF_MAX_OPSET 18
 
+/* The main graph's initializer payloads when the skeleton was parsed: they are still in `file`. */
+typedef struct raw_source {
+    const uint8_t *file;
+    const af_raw_ref *refs;
+    size_t n_refs;
+    bool drop_pages; /* file is the loader's own read-only mapping: its pages can go once copied */
+} raw_source;
+
 typedef struct load_ctx {
     const char *base_dir;
+    const raw_source *raw; /* for the next graph loaded, the main one; NULL for subgraphs */
     int depth;
     af_limits lim;          /* resolved: no zero fields */
     int64_t n_nodes;        /* nodes seen so far, every graph */
@@ -291,7 +302,33 @@ static af_status check_attr_type(const af_node *n, const af_attr *a, af_error *e
     return AF_OK;
 }
 
+/* Gives initializer i of the skeleton its raw_data back, copied out of the file one tensor at a
+ * time; the mapped pages go behind it, so the file and the weights are never resident together. */
+static af_status fill_raw_data(const raw_source *src, size_t i, Onnx__TensorProto *tp, af_error *err) {
+    const af_raw_ref *r = &src->refs[i];
+    if (!r->present) return AF_OK;
+    uint8_t *copy = af_protobuf_allocator.alloc(NULL, r->length ? r->length : 1);
+    if (!copy) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory reading initializer %zu", i);
+    memcpy(copy, src->file + r->offset, r->length);
+    tp->has_raw_data = 1;
+    tp->raw_data.data = copy; /* the message's own now: freed with it unless taken */
+    tp->raw_data.len = r->length;
+    if (src->drop_pages && r->length) {
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t lo = (uintptr_t)(src->file + r->offset) & ~(page - 1);
+        uintptr_t hi = ((uintptr_t)(src->file + r->offset + r->length) + page - 1) & ~(page - 1);
+        /* Clean file pages: a later read (a neighbour's header) faults them back in from the file. */
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
+    return AF_OK;
+}
+
 static af_status load_graph(load_ctx *lc, const Onnx__GraphProto *gp, af_graph *g, af_error *err) {
+    const raw_source *raw = lc->raw;
+    lc->raw = NULL; /* subgraphs were parsed whole */
+    if (raw && raw->n_refs != gp->n_initializer)
+        return af_errorf(err, AF_ERR_PARSE, "not a valid ONNX model (%zu initializers parsed, %zu found)",
+                         gp->n_initializer, raw->n_refs);
     if (gp->name && !(g->name = af_strdup(gp->name))) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
     if (gp->n_sparse_initializer) return af_errorf(err, AF_ERR_UNSUPPORTED, "sparse initializers are not supported");
     if ((uint64_t)gp->n_node > (uint64_t)(lc->lim.max_nodes - lc->n_nodes))
@@ -310,6 +347,7 @@ static af_status load_graph(load_ctx *lc, const Onnx__GraphProto *gp, af_graph *
         int id = af_graph_add_value(g, name, err);
         if (id < 0) return err ? err->status : AF_ERR_OUT_OF_MEMORY;
         g->values[id].kind = AF_VALUE_CONST;
+        if (raw && (st = fill_raw_data(raw, i, (Onnx__TensorProto *)tp, err)) != AF_OK) return st;
         /* The unpacked message is the loader's own: move the bytes instead of copying them. */
         st = af_tensor_take_proto((Onnx__TensorProto *)tp, lc->base_dir, &lc->budget, &g->values[id].t, err);
         if (st != AF_OK) return st;
@@ -478,8 +516,8 @@ static af_status check_static_sizes(const af_limits *lim, const af_graph *g, af_
     return AF_OK;
 }
 
-static af_status load_model(const Onnx__ModelProto *mp, const char *base_dir, const af_load_options *opts,
-                            af_model *m, af_error *err) {
+static af_status load_model(const Onnx__ModelProto *mp, const char *base_dir, const raw_source *raw,
+                            const af_load_options *opts, af_model *m, af_error *err) {
     m->ir_version = mp->has_ir_version ? mp->ir_version : 0;
     m->producer_name = af_strdup(mp->producer_name ? mp->producer_name : "");
     m->producer_version = af_strdup(mp->producer_version ? mp->producer_version : "");
@@ -507,7 +545,7 @@ static af_status load_model(const Onnx__ModelProto *mp, const char *base_dir, co
     m->graph = af_graph_new(NULL);
     if (!m->graph) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
     m->graph->opset = (int)opset;
-    load_ctx lc = {.base_dir = base_dir};
+    load_ctx lc = {.base_dir = base_dir, .raw = raw};
     load_limits(opts, &lc.lim);
     m->limits = lc.lim;
     lc.budget = (af_tensor_budget){.max_rank = lc.lim.max_rank, .max_tensor_bytes = lc.lim.max_tensor_bytes,
@@ -605,9 +643,10 @@ static af_status one_line(af_error *err, af_status st) {
     return st;
 }
 
-/* owned, when not NULL, is `data` and belongs to the loader: it is freed as soon as it is parsed,
- * so the file's bytes and the model's tensors are not all in memory at once. */
-static af_status load_buffer(const void *data, size_t size, uint8_t **owned, const char *base_dir,
+/* Parses the skeleton (the model without its initializer payloads) when it can be built, so
+ * protobuf-c never copies the weights: they are copied out of `data` one initializer at a time.
+ * mapped: data is the loader's own read-only mapping of the file, whose pages it may drop. */
+static af_status load_buffer(const void *data, size_t size, bool mapped, const char *base_dir,
                              const af_load_options *opts, af_model **out, af_error *err) {
     if (!out || (!data && size)) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_model_load_buffer: NULL argument");
     *out = NULL;
@@ -625,19 +664,24 @@ static af_status load_buffer(const void *data, size_t size, uint8_t **owned, con
     if (walk == PB_WALK_DEEP)
         return af_errorf(err, AF_ERR_LIMIT, "protobuf messages nest deeper than %d levels (max_graph_depth)", max_depth);
     if (walk == PB_WALK_BAD) return af_errorf(err, AF_ERR_PARSE, "not a valid ONNX model (protobuf parse failed)");
+    af_skeleton sk;
+    bool stripped = af_skeleton_build(data, size, &sk); /* else the whole buffer is parsed */
     bool oom = false; /* set by the allocator, so a failed allocation is not reported as bad bytes */
     ProtobufCAllocator alloc = af_protobuf_allocator;
     alloc.allocator_data = &oom;
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(&alloc, size, data);
-    if (owned) {
-        af_free(*owned);
-        *owned = NULL;
-    }
-    if (!mp && oom) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory parsing the model");
-    if (!mp) return af_errorf(err, AF_ERR_PARSE, "not a valid ONNX model (protobuf parse failed)");
-    af_model *m = af_calloc(1, sizeof *m);
-    af_status st = m ? load_model(mp, base_dir, opts, m, err) : af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
-    onnx__model_proto__free_unpacked(mp, &alloc);
+    Onnx__ModelProto *mp = stripped ? onnx__model_proto__unpack(&alloc, sk.size, sk.bytes)
+                                    : onnx__model_proto__unpack(&alloc, size, data);
+    raw_source raw = {.file = data, .refs = sk.refs, .n_refs = sk.n_refs, .drop_pages = mapped};
+    af_free(sk.bytes);
+    sk.bytes = NULL;
+    af_status st;
+    af_model *m = NULL;
+    if (!mp && oom) st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory parsing the model");
+    else if (!mp) st = af_errorf(err, AF_ERR_PARSE, "not a valid ONNX model (protobuf parse failed)");
+    else if (!(m = af_calloc(1, sizeof *m))) st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory");
+    else st = load_model(mp, base_dir, stripped ? &raw : NULL, opts, m, err);
+    if (mp) onnx__model_proto__free_unpacked(mp, &alloc);
+    if (stripped) af_skeleton_free(&sk);
     if (st != AF_OK) {
         af_model_free(m);
         return st;
@@ -648,7 +692,40 @@ static af_status load_buffer(const void *data, size_t size, uint8_t **owned, con
 
 af_status af_model_load_buffer(const void *data, size_t size, const char *base_dir, const af_load_options *opts,
                                af_model **out, af_error *err) {
-    return one_line(err, load_buffer(data, size, NULL, base_dir, opts, out, err));
+    return one_line(err, load_buffer(data, size, false, base_dir, opts, out, err));
+}
+
+/* The whole file in memory: a private read-only mapping where the file allows one (its pages are
+ * dropped as initializers are copied out), read() into a buffer where not. Like any runtime that
+ * maps its model, a file truncated by someone else while it loads faults (SIGBUS). */
+static af_status map_file(int fd, const char *path, size_t size, void **data, bool *mapped, af_error *err) {
+    *mapped = false;
+    if (size == 0) {
+        *data = NULL;
+        return AF_OK;
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map != MAP_FAILED) {
+        madvise(map, size, MADV_SEQUENTIAL);
+        *data = map;
+        *mapped = true;
+        return AF_OK;
+    }
+    uint8_t *buf = af_malloc(size);
+    if (!buf) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory reading '%s'", path);
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    if (got != size) {
+        af_free(buf);
+        return af_errorf(err, AF_ERR_IO, "short read on '%s'", path);
+    }
+    *data = buf;
+    return AF_OK;
 }
 
 static af_status load_file(const char *path, const af_load_options *opts, af_model **out, af_error *err) {
@@ -671,31 +748,21 @@ static af_status load_file(const char *path, const af_load_options *opts, af_mod
                          (long long)sb.st_size,
                          (unsigned long long)max_bytes);
     }
-    size_t size = (size_t)sb.st_size, got = 0;
-    uint8_t *buf = af_malloc(size);
-    if (!buf) {
-        close(fd);
-        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory reading '%s'", path);
-    }
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
+    size_t size = (size_t)sb.st_size;
+    void *data = NULL;
+    bool mapped = false;
+    af_status st = map_file(fd, path, size, &data, &mapped, err);
     close(fd);
-    if (got != size) {
-        af_free(buf);
-        return af_errorf(err, AF_ERR_IO, "short read on '%s'", path);
-    }
+    if (st != AF_OK) return st;
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     else snprintf(dir, sizeof dir, ".");
     if (slash == dir) snprintf(dir, sizeof dir, "/");
-    af_status st = load_buffer(buf, size, &buf, dir, opts, out, err);
-    af_free(buf); /* NULL once parsing freed it */
+    st = load_buffer(data, size, mapped, dir, opts, out, err);
+    if (mapped) munmap(data, size);
+    else af_free(data);
     return st;
 }
 
