@@ -332,7 +332,7 @@ static double predicted_saving(const af_graph *g, const af_hw_model *hw, int *n_
     af_fusion_result res;
     double saved = 0;
     *n_groups = 0;
-    if (af_fusion_plan(g, &cfg, hw->isa, opt_threads, &plan, &res, NULL) != AF_OK) return -1;
+    if (af_fusion_plan(g, &cfg, hw->isa, opt_threads, NULL, &plan, &res, NULL) != AF_OK) return -1;
     for (int i = 0; i < res.candidates.n; i++) {
         const af_fusion_candidate *c = &res.candidates.items[i];
         if (!c->accepted) continue;
@@ -357,7 +357,7 @@ static void check_model(const char *path, const af_hw_model *hw, samples *nodes,
     if (opt_threads > 1) af_threadpool_create(opt_threads, &pool);
     af_exec_plan plain = {0}, fplan = {0};
     af_fusion_candidates cs = {0};
-    if (af_exec_plan_unfused(g, hw->isa, opt_threads, false, &plain, &err) != AF_OK) {
+    if (af_exec_plan_unfused(g, hw->isa, opt_threads, false, NULL, &plain, &err) != AF_OK) {
         printf("%s: %s\n", path, err.message);
         goto done;
     }

@@ -7,6 +7,7 @@
 #include "fusion/pattern/pattern.h"
 #include "fusion/sched/sched.h"
 #include "fusion/sched/verify.h"
+#include "runtime/weight_release.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -16,10 +17,11 @@ void af_fusion_result_free(af_fusion_result *res) {
 }
 
 af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa isa, int n_threads,
-                         af_exec_plan *plan, af_fusion_result *res, af_error *err) {
+                         struct af_weight_release *release, af_exec_plan *plan, af_fusion_result *res,
+                         af_error *err) {
     memset(res, 0, sizeof *res);
     res->fusion_level = cfg->fusion_level;
-    if (cfg->fusion_level == 0) return af_exec_plan_unfused(g, isa, n_threads, false, plan, err);
+    if (cfg->fusion_level == 0) return af_exec_plan_unfused(g, isa, n_threads, false, release, plan, err);
     af_rule_set *rules = NULL;
     double t0 = af_now_ms();
     af_status st = af_rules_builtin(&rules, err);
@@ -38,7 +40,9 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
     }
     if (st == AF_OK) {
         double t3 = af_now_ms();
-        af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level};
+        /* Verify runs the unfused ops on the weights and may rebuild: release after its last round. */
+        af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level,
+                              .release = cfg->verify ? NULL : release};
         st = af_sched_build(g, &res->candidates, &o, plan, err);
         /* Packing weights is the same work unfused; the pass is what fusion adds on top. */
         res->prepare_ms = st == AF_OK ? plan->prepare_ms : 0;
@@ -78,6 +82,7 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
         af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level};
         st = af_sched_build(g, &res->candidates, &o, plan, err);
     }
+    for (int i = 0; st == AF_OK && cfg->verify && i < plan->n_steps; i++) af_weight_release_step(release, &plan->steps[i]);
     if (st != AF_OK) af_fusion_result_free(res);
     return st;
 }

@@ -29,9 +29,12 @@ typedef struct af_fusion_result {
     char verify_note[256];                /* its one-line summary, "" when off */
 } af_fusion_result;
 
-/* Builds the plan for cfg->fusion_level (0: the unfused plan). On failure nothing is allocated. */
+/* Builds the plan for cfg->fusion_level (0: the unfused plan). On failure nothing is allocated.
+ * release: NULL, or frees each packed constant once the final plan's kernels hold it (as steps
+ * are built, or after the last verify round when verify rebuilds the plan). */
 af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa isa, int n_threads,
-                         af_exec_plan *plan, af_fusion_result *res, af_error *err);
+                         struct af_weight_release *release, af_exec_plan *plan, af_fusion_result *res,
+                         af_error *err);
 void af_fusion_result_free(af_fusion_result *res);
 /* The fusion report: each group with its ops, rule, estimated gain; each rejected candidate with
  * the reason; and the time the fusion pass took. */

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "runtime/weight_release.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -22,8 +23,8 @@ void af_exec_plan_free(af_exec_plan *plan) {
     memset(plan, 0, sizeof *plan);
 }
 
-af_status af_exec_plan_unfused(const af_graph *g, af_isa isa, int n_threads, bool reference_only, af_exec_plan *plan,
-                               af_error *err) {
+af_status af_exec_plan_unfused(const af_graph *g, af_isa isa, int n_threads, bool reference_only,
+                               struct af_weight_release *release, af_exec_plan *plan, af_error *err) {
     memset(plan, 0, sizeof *plan);
     plan->steps = af_calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *plan->steps);
     if (!plan->steps) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory building the plan");
@@ -49,6 +50,7 @@ af_status af_exec_plan_unfused(const af_graph *g, af_isa isa, int n_threads, boo
         }
         if (s->kernel.run && s->kernel.workspace_bytes > plan->workspace_bytes)
             plan->workspace_bytes = s->kernel.workspace_bytes;
+        af_weight_release_step(release, s);
     }
     return AF_OK;
 }

@@ -6,7 +6,7 @@
  * built, so a new plan can be built beside a running one and swapped in.
  *
  *   af_exec_plan plan;
- *   af_exec_plan_unfused(g, isa, n_threads, false, &plan, err);
+ *   af_exec_plan_unfused(g, isa, n_threads, false, NULL, &plan, err);
  *   ... af_exec_run(&e, err) with e.plan = &plan ...
  *   af_exec_plan_free(&plan);
  */
@@ -42,9 +42,11 @@ typedef struct af_exec_plan {
     double prepare_ms;      /* time spent preparing kernels (packing weights), unfused or fused alike */
 } af_exec_plan;
 
-/* One step per node, with fast kernels where one applies (none if reference_only). */
-af_status af_exec_plan_unfused(const af_graph *g, af_isa isa, int n_threads, bool reference_only, af_exec_plan *plan,
-                               af_error *err);
+struct af_weight_release;
+/* One step per node, with fast kernels where one applies (none if reference_only). release, when
+ * not NULL, frees each packed constant once its last reader is built (runtime/weight_release.h). */
+af_status af_exec_plan_unfused(const af_graph *g, af_isa isa, int n_threads, bool reference_only,
+                               struct af_weight_release *release, af_exec_plan *plan, af_error *err);
 void af_exec_plan_free(af_exec_plan *plan);
 void af_step_release(af_step *s);
 /* Values a step reads from outside itself (inputs of its nodes not produced inside it), written

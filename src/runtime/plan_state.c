@@ -2,6 +2,7 @@
 #include "runtime/plan_state.h"
 
 #include "fusion/config.h"
+#include "runtime/weight_release.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -17,8 +18,8 @@ static void plan_state_free(af_plan_state *ps) {
 }
 
 /* The steps: pattern + cost + schedule, or one step per node at level 0 and for the oracle. */
-static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_plan_state *ps, uint64_t *max_mem,
-                            af_error *err) {
+static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_weight_release *release,
+                            af_plan_state *ps, uint64_t *max_mem, af_error *err) {
     af_fusion_config cfg;
     af_fusion_config_default(&cfg);
     af_status st = AF_OK;
@@ -29,9 +30,9 @@ static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_pla
     if (rq->fusion_level >= 0) cfg.fusion_level = rq->fusion_level;
     if (rq->reference_kernels) cfg.fusion_level = 0; /* the oracle runs every node as written */
     if (cfg.fusion_level == 0)
-        st = af_exec_plan_unfused(g, rq->isa, rq->n_threads, rq->reference_kernels, &ps->plan, err);
+        st = af_exec_plan_unfused(g, rq->isa, rq->n_threads, rq->reference_kernels, release, &ps->plan, err);
     else
-        st = af_fusion_plan(g, &cfg, rq->isa, rq->n_threads, &ps->plan, &ps->fusion, err);
+        st = af_fusion_plan(g, &cfg, rq->isa, rq->n_threads, release, &ps->plan, &ps->fusion, err);
     *max_mem = cfg.max_mem_usage;
     af_fusion_config_free(&cfg);
     return st;
@@ -64,16 +65,23 @@ af_status af_plan_state_build(const af_graph *g, const af_plan_request *rq, af_p
     if (!ps) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory building a plan");
     atomic_init(&ps->refs, 1);
     uint64_t max_mem = 0;
+    af_weight_release wr = {0};
+    af_status st = AF_OK;
+    if (rq->release_from && (st = af_weight_release_init(rq->release_from, &wr, err)) != AF_OK) {
+        af_free(ps);
+        return st;
+    }
     const long long before = af_alloc_live_bytes();
-    af_status st = build_plan(g, rq, ps, &max_mem, err);
+    st = build_plan(g, rq, rq->release_from ? &wr : NULL, ps, &max_mem, err);
     if (st == AF_OK) st = af_lifetimes_compute(g, &ps->plan, &ps->lifetimes, err);
     if (st == AF_OK) st = af_memory_plan_build(g, &ps->lifetimes, &ps->memory, err);
     if (st == AF_OK) { /* what the plan keeps, before its activation and scratch buffers */
-        const long long kept = af_alloc_live_bytes() - before;
+        const long long kept = af_alloc_live_bytes() - before + (long long)wr.freed_bytes;
         ps->kept_bytes = kept > 0 ? (size_t)kept : 0;
         for (int i = 0; i < ps->plan.n_steps; i++) ps->kernel_weight_bytes += ps->plan.steps[i].kernel.weight_bytes;
         st = build_buffers(rq, ps, max_mem, err);
     }
+    af_weight_release_free(&wr);
     if (st != AF_OK) {
         plan_state_free(ps);
         return st;

@@ -29,6 +29,9 @@ typedef struct af_plan_request {
     af_isa isa;
     int n_threads;            /* the threads the kernels will run on */
     const af_limits *limits;  /* max_activation_bytes caps arena plus workspace */
+    af_graph *release_from;   /* NULL, or the graph itself (a session's own model): the build frees
+                                 each constant once every reader's kernel holds it packed, so it can
+                                 never be built again (runtime/weight_release.h) */
 } af_plan_request;
 
 typedef struct af_plan_state {

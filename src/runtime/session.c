@@ -62,10 +62,12 @@ static af_status check_fusion_level(int level, af_error *err) {
     return AF_OK;
 }
 
-/* The first plan state: built as a replan builds one, then put in a new slot. */
-static af_status first_plan(af_session *s, af_error *err) {
+/* The first plan state: built as a replan builds one, then put in a new slot. release_from: the
+ * model's graph when the session will own it, so the build drops each weight it packs. */
+static af_status first_plan(af_session *s, af_graph *release_from, af_error *err) {
     af_plan_state *ps;
     af_plan_request rq = plan_request(s, s->opts.config_path, s->opts.fusion_level);
+    rq.release_from = release_from;
     af_status st = af_plan_state_build(s->model->graph, &rq, &ps, err);
     if (st != AF_OK) return st;
     if (!(s->slot = af_plan_slot_new(ps))) {
@@ -75,7 +77,8 @@ static af_status first_plan(af_session *s, af_error *err) {
     return AF_OK;
 }
 
-af_status af_session_create(const af_model *model, const af_session_options *opts, af_session **out, af_error *err) {
+static af_status create_session(const af_model *model, af_graph *release_from, const af_session_options *opts,
+                                af_session **out, af_error *err) {
     if (!model || !out) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_create: NULL argument");
     *out = NULL;
     af_session_options defaults = af_session_options_default();
@@ -114,7 +117,7 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
         af_errorf(err, st, "cannot start %d threads", opts->n_threads);
         goto fail;
     }
-    if ((st = first_plan(s, err)) != AF_OK) goto fail;
+    if ((st = first_plan(s, release_from, err)) != AF_OK) goto fail;
     *out = s;
     return AF_OK;
 fail:
@@ -140,44 +143,15 @@ af_status af_session_replan(af_session *s, const char *config_path, int fusion_l
     return st;
 }
 
-/* Frees the model's data of constants that every reader holds packed: the packed copy replaces
- * the original instead of sitting beside it. The value keeps its shape, which kernels still read. */
-static void release_packed_weights(af_graph *g, const af_exec_plan *plan) {
-    for (int v = 0; v < g->n_values; v++) {
-        af_value *val = &g->values[v];
-        if (val->kind != AF_VALUE_CONST || !val->t.data || val->is_output) continue;
-        bool all_packed = true, read = false;
-        for (int i = 0; i < plan->n_steps && all_packed; i++) {
-            const af_step *st = &plan->steps[i];
-            for (int j = 0; j < st->n_nodes && all_packed; j++) {
-                const af_node *n = &g->nodes[st->nodes[j]];
-                for (int k = 0; k < n->n_inputs; k++) {
-                    if (n->inputs[k] != v) continue;
-                    read = true;
-                    /* Only the anchor's own kernel holds packed copies; a fused group's other
-                     * nodes were compiled into the epilogue, which keeps no pointer into W. */
-                    bool packed = st->nodes[j] == st->anchor && !st->kernel_node && k < 32 &&
-                                  (st->kernel.packed_inputs >> k & 1u);
-                    if (!packed) all_packed = false;
-                }
-                for (int a = 0; a < n->n_attrs; a++) /* read by a subgraph */
-                    for (int q = 0; n->attrs[a].g && q < n->attrs[a].g->n_values; q++)
-                        if (n->attrs[a].g->values[q].kind == AF_VALUE_OUTER && n->attrs[a].g->values[q].outer_id == v)
-                            all_packed = false;
-            }
-        }
-        if (read && all_packed) af_tensor_free_data(&val->t);
-    }
+af_status af_session_create(const af_model *model, const af_session_options *opts, af_session **out, af_error *err) {
+    return create_session(model, NULL, opts, out, err);
 }
 
 af_status af_session_create_owning(af_model *model, const af_session_options *opts, af_session **out,
                                    af_error *err) {
-    af_status st = af_session_create(model, opts, out, err);
+    af_status st = create_session(model, model ? model->graph : NULL, opts, out, err);
     if (st != AF_OK) return st;
     (*out)->owned_model = model; /* from here on af_session_replan refuses: it would need the weights */
-    af_plan_state *ps = af_plan_slot_acquire((*out)->slot);
-    release_packed_weights(model->graph, &ps->plan);
-    af_plan_state_release(ps);
     return AF_OK;
 }
 

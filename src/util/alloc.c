@@ -27,14 +27,20 @@ long af_alloc_count(void) { return atomic_load(&n_allocs); }
 
 /* Bytes held by live af_ allocations (the allocator's usable sizes), for reports of what a
  * session's plan keeps. */
-static atomic_llong live_bytes = 0;
+static atomic_llong live_bytes = 0, peak_bytes = 0;
 
 static void *counted(void *p) {
-    if (p) atomic_fetch_add(&live_bytes, (long long)malloc_usable_size(p));
+    if (!p) return p;
+    const long long n = (long long)malloc_usable_size(p), now = atomic_fetch_add(&live_bytes, n) + n;
+    long long peak = atomic_load_explicit(&peak_bytes, memory_order_relaxed);
+    while (now > peak && !atomic_compare_exchange_weak(&peak_bytes, &peak, now)) {
+    }
     return p;
 }
 
 long long af_alloc_live_bytes(void) { return atomic_load(&live_bytes); }
+long long af_alloc_peak_bytes(void) { return atomic_load(&peak_bytes); }
+void af_alloc_peak_reset(void) { atomic_store(&peak_bytes, atomic_load(&live_bytes)); }
 
 void *af_malloc(size_t size) { return should_fail() ? NULL : counted(malloc(size ? size : 1)); }
 

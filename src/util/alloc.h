@@ -29,6 +29,10 @@ long af_alloc_count(void);
 /* Bytes held by all live allocations made through these wrappers, process-wide (their usable
  * sizes); the difference across a step is what that step kept. */
 long long af_alloc_live_bytes(void);
+/* The most af_alloc_live_bytes reached since af_alloc_peak_reset (which starts it at the live
+ * bytes now): the high-water mark of a step, for tests of what a build holds at once. */
+long long af_alloc_peak_bytes(void);
+void af_alloc_peak_reset(void);
 
 /* Overflow-checked arithmetic: return 1 and set *out, or 0 when the result does not fit. */
 int af_mul_size(size_t a, size_t b, size_t *out);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/weight_release.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -91,6 +92,7 @@ static bool try_build(const af_graph *g, af_fusion_candidate *c, const af_sched_
     bool built = build_step(g, c, o, &fused[*n_fused], err, st);
     plan->prepare_ms += af_now_ms() - t0;
     if (!built) return false;
+    af_weight_release_step(o->release, &fused[*n_fused]);
     int last = -1;
     for (int i = 0; i < c->n_nodes; i++) {
         group_of[c->nodes[i]] = *n_fused;
@@ -189,6 +191,7 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
             if (st != AF_OK) goto done;
             if (s->kernel.run && s->kernel.workspace_bytes > plan->workspace_bytes)
                 plan->workspace_bytes = s->kernel.workspace_bytes;
+            af_weight_release_step(o->release, s);
             continue;
         }
         plan->n_steps++;

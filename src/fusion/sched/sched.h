@@ -20,6 +20,8 @@ typedef struct af_sched_options {
     int n_threads;
     int fusion_level;
     bool log;  /* print each rewrite to stderr: "fused Conv 'c1' + Relu 'r1' into step 3" */
+    struct af_weight_release *release; /* NULL, or frees packed constants as steps are built
+                                          (only for a build no later pass redoes) */
 } af_sched_options;
 
 af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const af_sched_options *opts,

@@ -104,7 +104,7 @@ af_status af_sched_verify(const af_graph *g, af_fusion_candidates *cands, const 
     void *workspace = NULL;
     af_status st = AF_OK;
     if (!make_inputs(g, in, res->note, sizeof res->note)) goto done;
-    if ((st = af_exec_plan_unfused(g, o->isa, 1, false, &unfused, err)) != AF_OK) goto done;
+    if ((st = af_exec_plan_unfused(g, o->isa, 1, false, NULL, &unfused, err)) != AF_OK) goto done;
     size_t ws = unfused.workspace_bytes > fused->workspace_bytes ? unfused.workspace_bytes : fused->workspace_bytes;
     if (ws && !(workspace = af_malloc_aligned(ws))) {
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory verifying fusions");
