@@ -57,6 +57,8 @@ static const shape shapes[] = {
     /* P V per head: P [12, 128, 128], V [128, 12*64], output [128, 12*64] */
     {"bert_attn_pv", 128, 64, 128, 12, W_NONE, 0, 128, 768, 768, 128 * 128, 64, 64},
     CONV("mnv3_pw_72x24", 72, 3136, 24),
+    CONV("mnv3_pw_64x12544x16", 64, 12544, 16),
+    CONV("mnv3_pw_16x12544x16", 16, 12544, 16),
     CONV("mnv3_pw_120x40", 120, 784, 40),
     CONV("mnv3_pw_960x160", 960, 49, 160),
 };

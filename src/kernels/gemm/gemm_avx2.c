@@ -35,6 +35,54 @@ TARGET static inline __attribute__((always_inline)) __m256 fused_vec(const af_ge
     return x;
 }
 
+/* Scales, fuses and stores a row kernel's accumulators, one step over the whole tile at a time
+ * (fused_vec's order and operations), so each test is made once per tile, as in the AVX-512
+ * kernel (gemm_avx512.c). */
+TARGET static inline __attribute__((always_inline)) __m256 load_part(const float *p, int full, __m256i m) {
+    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
+TARGET static inline __attribute__((always_inline)) void store_tile(const int MR_, const int NV, __m256 acc[MR][2],
+                                                                    const af_gemm_tile_args *t) {
+    float *restrict c = t->c;
+    const int64_t ldc = t->ldc;
+    const int nfull = t->nr >> 3;
+    const __m256i tail = lane_mask(t->nr & 7);
+    int full[2], valid[2];
+    for (int v = 0; v < 2; v++) full[v] = v < nfull, valid[v] = full[v] || (v == nfull && (t->nr & 7));
+#define EACH _Pragma("GCC unroll 6") for (int i = 0; i < MR_; i++) _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++)
+    if (t->alpha != 1.0f) EACH acc[i][v] = _mm256_mul_ps(acc[i][v], _mm256_set1_ps(t->alpha));
+    if (t->beta != 0.0f)
+        EACH acc[i][v] = _mm256_fmadd_ps(_mm256_set1_ps(t->beta), load_part(c + i * ldc + 8 * v, full[v], tail), acc[i][v]);
+    const af_gemm_fused *f = t->fused;
+    if (f && f->row_scale) {
+        EACH acc[i][v] = _mm256_fmadd_ps(acc[i][v], _mm256_set1_ps(f->row_scale[i]), _mm256_set1_ps(f->row_shift[i]));
+    } else if (f && f->row_shift) {
+        EACH acc[i][v] = _mm256_add_ps(acc[i][v], _mm256_set1_ps(f->row_shift[i]));
+    }
+    if (f && f->col_shift) {
+        __m256 cs[2];
+        for (int v = 0; v < NV; v++) cs[v] = valid[v] ? load_part(f->col_shift + 8 * v, full[v], tail) : _mm256_setzero_ps();
+        EACH acc[i][v] = _mm256_add_ps(acc[i][v], cs[v]);
+    }
+    if (f && f->residual)
+        EACH if (valid[v]) acc[i][v] = _mm256_add_ps(acc[i][v], load_part(f->residual + i * f->res_ld + 8 * v, full[v], tail));
+    if (f && f->clamp) {
+        const __m256 lo = _mm256_set1_ps(f->lo), hi = _mm256_set1_ps(f->hi);
+        EACH acc[i][v] = _mm256_min_ps(hi, _mm256_max_ps(lo, acc[i][v]));
+    }
+    if (f && f->hard_swish) /* as the epilogue applier computes it, NaN passing through */
+        EACH {
+            const __m256 g = _mm256_fmadd_ps(acc[i][v], _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+            acc[i][v] = _mm256_mul_ps(acc[i][v], _mm256_max_ps(_mm256_setzero_ps(), _mm256_min_ps(_mm256_set1_ps(1.0f), g)));
+        }
+    EACH {
+        if (full[v]) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+        else if (valid[v]) _mm256_maskstore_ps(c + i * ldc + 8 * v, tail, acc[i][v]);
+    }
+#undef EACH
+}
+
 /* MR_ rows (<= MR) by NV vectors of 8 columns from full-width A panels; inlined with constants. */
 TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, const int NV,
                                                                  const af_gemm_tile_args *t) {
@@ -69,26 +117,7 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
         a += MR;
         b += ldb;
     }
-    const float alpha = t->alpha, beta = t->beta;
-    const af_gemm_fused *f = t->fused;
-    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-    const int nfull = nr >> 3;
-    const __m256i tail = lane_mask(nr & 7);
-#pragma GCC unroll 6
-    for (int i = 0; i < MR_; i++) {
-        float *ci = c + i * ldc;
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) {
-            const int full = v < nfull;
-            if (!full && (v > nfull || !(nr & 7))) continue;
-            __m256 r = alpha == 1.0f ? acc[i][v] : _mm256_mul_ps(acc[i][v], va);
-            if (beta != 0.0f)
-                r = _mm256_fmadd_ps(vb, full ? _mm256_loadu_ps(ci + 8 * v) : _mm256_maskload_ps(ci + 8 * v, tail), r);
-            if (f) r = fused_vec(f, r, i, v, full, tail);
-            if (full) _mm256_storeu_ps(ci + 8 * v, r);
-            else _mm256_maskstore_ps(ci + 8 * v, tail, r);
-        }
-    }
+    store_tile(MR_, NV, acc, t);
 }
 
 /* The kernel K instantiated for 1..MR rows by 1 or 2 vectors, and the table of them. */

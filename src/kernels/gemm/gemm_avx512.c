@@ -26,6 +26,51 @@ TARGET static inline __attribute__((always_inline)) __m512 fused_vec(const af_ge
     return x;
 }
 
+/* Scales, fuses and stores a row kernel's accumulators (MR_ rows by NV vectors of C). Each step
+ * is applied to the whole tile in turn, in fused_vec's order and with its operations, so its test
+ * is made once per tile: tested once per vector, they took a third of the time of a 1x1 conv
+ * with K = 16 (64x3136x16 + bias + ReLU: 44 against 67 GFLOP/s without the epilogue). */
+TARGET static inline __attribute__((always_inline)) void store_tile(const int MR_, const int NV, __m512 acc[MR][2],
+                                                                    const af_gemm_tile_args *t) {
+    float *restrict c = t->c;
+    const int64_t ldc = t->ldc;
+    const int nfull = t->nr >> 4;
+    const __mmask16 tail = (__mmask16)((1u << (t->nr & 15)) - 1);
+    __mmask16 mask[2];
+    for (int v = 0; v < 2; v++) mask[v] = v < nfull ? (__mmask16)0xffff : v == nfull ? tail : 0;
+#define EACH _Pragma("GCC unroll 14") for (int i = 0; i < MR_; i++) _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++)
+    if (t->alpha != 1.0f) EACH acc[i][v] = _mm512_mul_ps(acc[i][v], _mm512_set1_ps(t->alpha));
+    if (t->beta != 0.0f)
+        EACH acc[i][v] = _mm512_fmadd_ps(_mm512_set1_ps(t->beta), _mm512_maskz_loadu_ps(mask[v], c + i * ldc + 16 * v),
+                                         acc[i][v]);
+    const af_gemm_fused *f = t->fused;
+    if (f && f->row_scale) {
+        EACH acc[i][v] = _mm512_fmadd_ps(acc[i][v], _mm512_set1_ps(f->row_scale[i]), _mm512_set1_ps(f->row_shift[i]));
+    } else if (f && f->row_shift) {
+        EACH acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_set1_ps(f->row_shift[i]));
+    }
+    if (f && f->col_shift) {
+        const __m512 cs0 = _mm512_maskz_loadu_ps(mask[0], f->col_shift), cs1 = _mm512_maskz_loadu_ps(mask[1], f->col_shift + 16);
+        EACH acc[i][v] = _mm512_add_ps(acc[i][v], v ? cs1 : cs0);
+    }
+    if (f && f->residual)
+        EACH acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_maskz_loadu_ps(mask[v], f->residual + i * f->res_ld + 16 * v));
+    if (f && f->clamp) {
+        const __m512 lo = _mm512_set1_ps(f->lo), hi = _mm512_set1_ps(f->hi);
+        EACH acc[i][v] = _mm512_min_ps(hi, _mm512_max_ps(lo, acc[i][v]));
+    }
+    if (f && f->hard_swish) /* as the epilogue applier computes it, NaN passing through */
+        EACH {
+            const __m512 g = _mm512_fmadd_ps(acc[i][v], _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+            acc[i][v] = _mm512_mul_ps(acc[i][v], _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), g)));
+        }
+    EACH {
+        if (mask[v] == 0xffff) _mm512_storeu_ps(c + i * ldc + 16 * v, acc[i][v]);
+        else if (mask[v]) _mm512_mask_storeu_ps(c + i * ldc + 16 * v, mask[v], acc[i][v]);
+    }
+#undef EACH
+}
+
 /* The row kernel: MR_ rows (<= MR) by NV vectors of 16 columns; A panels have the full MR width.
  * Inlined with constant MR_/NV so the accumulators live in registers. */
 TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, const int NV,
@@ -63,29 +108,7 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
         a += MR;
         b += ldb;
     }
-    /* Store: full vectors, then the masked tail of the row. */
-    const float alpha = t->alpha, beta = t->beta;
-    const af_gemm_fused *f = t->fused;
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    const int nfull = nr >> 4;
-    const __mmask16 tail = (__mmask16)((1u << (nr & 15)) - 1);
-#pragma GCC unroll 14
-    for (int i = 0; i < MR_; i++) {
-        float *ci = c + i * ldc;
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) {
-            if (v > nfull || (v == nfull && !tail)) continue;
-            const __mmask16 m = v < nfull ? (__mmask16)0xffff : tail;
-            __m512 r = alpha == 1.0f ? acc[i][v] : _mm512_mul_ps(acc[i][v], va);
-            if (beta != 0.0f) {
-                const float *p = ci + 16 * v;
-                r = _mm512_fmadd_ps(vb, v < nfull ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p), r);
-            }
-            if (f) r = fused_vec(f, r, i, v, m);
-            if (v < nfull) _mm512_storeu_ps(ci + 16 * v, r);
-            else _mm512_mask_storeu_ps(ci + 16 * v, m, r);
-        }
-    }
+    store_tile(MR_, NV, acc, t);
 }
 
 /* The kernel K instantiated for 1..MR rows by 1 or 2 vectors, and the table of them. */
