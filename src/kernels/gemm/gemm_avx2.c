@@ -1,6 +1,7 @@
 /* AVX2+FMA GEMM microkernels: a 6x16 register tile (12 accumulators, two B vectors, A broadcast),
  * with shorter/narrower variants for the edges. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels/gemm/gemm_internal.h"
 
@@ -67,9 +68,14 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
     }
     if (f && f->residual)
         EACH if (valid[v]) acc[i][v] = _mm256_add_ps(acc[i][v], load_part(f->residual + i * f->res_ld + 8 * v, full[v], tail));
-    if (f && f->clamp) {
-        const __m256 lo = _mm256_set1_ps(f->lo), hi = _mm256_set1_ps(f->hi);
-        EACH acc[i][v] = _mm256_min_ps(hi, _mm256_max_ps(lo, acc[i][v]));
+    /* An infinite bound leaves every value, NaN included, as it was: ReLU is one max. */
+    if (f && f->clamp && f->lo > -INFINITY) {
+        const __m256 lo = _mm256_set1_ps(f->lo);
+        EACH acc[i][v] = _mm256_max_ps(lo, acc[i][v]);
+    }
+    if (f && f->clamp && f->hi < INFINITY) {
+        const __m256 hi = _mm256_set1_ps(f->hi);
+        EACH acc[i][v] = _mm256_min_ps(hi, acc[i][v]);
     }
     if (f && f->hard_swish) /* as the epilogue applier computes it, NaN passing through */
         EACH {

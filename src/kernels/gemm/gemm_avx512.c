@@ -55,9 +55,14 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
     }
     if (f && f->residual)
         EACH acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_maskz_loadu_ps(mask[v], f->residual + i * f->res_ld + 16 * v));
-    if (f && f->clamp) {
-        const __m512 lo = _mm512_set1_ps(f->lo), hi = _mm512_set1_ps(f->hi);
-        EACH acc[i][v] = _mm512_min_ps(hi, _mm512_max_ps(lo, acc[i][v]));
+    /* An infinite bound leaves every value, NaN included, as it was: ReLU is one max. */
+    if (f && f->clamp && f->lo > -INFINITY) {
+        const __m512 lo = _mm512_set1_ps(f->lo);
+        EACH acc[i][v] = _mm512_max_ps(lo, acc[i][v]);
+    }
+    if (f && f->clamp && f->hi < INFINITY) {
+        const __m512 hi = _mm512_set1_ps(f->hi);
+        EACH acc[i][v] = _mm512_min_ps(hi, acc[i][v]);
     }
     if (f && f->hard_swish) /* as the epilogue applier computes it, NaN passing through */
         EACH {
