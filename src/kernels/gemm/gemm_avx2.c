@@ -15,30 +15,9 @@ TARGET static inline __m256i lane_mask(int n) {
     return _mm256_loadu_si256((const __m256i *)(tail_masks + 8 - n));
 }
 
-/* The fused steps on one vector of row i (columns 8v.., n of them valid); see af_gemm_fused. */
-TARGET static inline __attribute__((always_inline)) __m256 fused_vec(const af_gemm_fused *f, __m256 x, int i, int v,
-                                                                     int full, __m256i m) {
-    if (f->row_scale) x = _mm256_fmadd_ps(x, _mm256_set1_ps(f->row_scale[i]), _mm256_set1_ps(f->row_shift[i]));
-    else if (f->row_shift) x = _mm256_add_ps(x, _mm256_set1_ps(f->row_shift[i]));
-    if (f->col_shift) {
-        const float *p = f->col_shift + 8 * v;
-        x = _mm256_add_ps(x, full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m));
-    }
-    if (f->residual) {
-        const float *p = f->residual + i * f->res_ld + 8 * v;
-        x = _mm256_add_ps(x, full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m));
-    }
-    if (f->clamp) x = _mm256_min_ps(_mm256_set1_ps(f->hi), _mm256_max_ps(_mm256_set1_ps(f->lo), x));
-    if (f->hard_swish) { /* as the epilogue applier computes it, NaN passing through */
-        __m256 g = _mm256_fmadd_ps(x, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
-        x = _mm256_mul_ps(x, _mm256_max_ps(_mm256_setzero_ps(), _mm256_min_ps(_mm256_set1_ps(1.0f), g)));
-    }
-    return x;
-}
-
 /* Scales, fuses and stores a row kernel's accumulators, one step over the whole tile at a time
- * (fused_vec's order and operations), so each test is made once per tile, as in the AVX-512
- * kernel (gemm_avx512.c). */
+ * (af_gemm_fused's order, with the epilogue applier's operations), so each test is made once
+ * per tile, as in the AVX-512 kernel (gemm_avx512.c). */
 TARGET static inline __attribute__((always_inline)) __m256 load_part(const float *p, int full, __m256i m) {
     return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
 }
