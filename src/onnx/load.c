@@ -11,6 +11,7 @@
 #include "ir/model.h"
 #include "ir/op_ctx.h"
 #include "ir/tensor.h"
+#include "onnx/pb_wire.h"
 #include "onnx/skeleton.h"
 #include "onnx/tensor_pb.h"
 #include "util/alloc.h"
@@ -590,46 +591,18 @@ static int pb_max_depth(const af_limits *lim) {
     return d < 100 ? 100 : d;
 }
 
-static bool pb_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
-    *v = 0;
-    for (int shift = 0; shift < 70 && *i < n; shift += 7) {
-        uint8_t b = p[(*i)++];
-        if (shift < 64) *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) return true;
-    }
-    return false;
-}
-
 static int pb_walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n, int depth, int max_depth) {
     if (depth > max_depth) return PB_WALK_DEEP;
     size_t i = 0;
     while (i < n) {
-        uint64_t tag, v;
-        if (!pb_varint(p, n, &i, &tag)) return PB_WALK_BAD;
-        switch (tag & 7) {
-        case 0:
-            if (!pb_varint(p, n, &i, &v)) return PB_WALK_BAD;
-            break;
-        case 1:
-        case 5: {
-            size_t w = (tag & 7) == 1 ? 8 : 4;
-            if (n - i < w) return PB_WALK_BAD;
-            i += w;
-            break;
-        }
-        case 2: {
-            if (!pb_varint(p, n, &i, &v) || v > n - i) return PB_WALK_BAD;
-            const ProtobufCFieldDescriptor *f =
-                tag >> 3 <= 0x1fffffff ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3)) : NULL;
-            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-                int r = pb_walk(f->descriptor, p + i, (size_t)v, depth + 1, max_depth);
-                if (r != PB_WALK_OK) return r;
-            }
-            i += (size_t)v;
-            break;
-        }
-        default:
-            return PB_WALK_BAD;
+        af_pb_field fd;
+        if (!af_pb_next_field(p, n, &i, &fd)) return PB_WALK_BAD;
+        if (fd.wire != 2) continue;
+        const ProtobufCFieldDescriptor *f =
+            fd.number <= 0x1fffffff ? protobuf_c_message_descriptor_get_field(desc, (unsigned)fd.number) : NULL;
+        if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+            int r = pb_walk(f->descriptor, p + fd.value, fd.end - fd.value, depth + 1, max_depth);
+            if (r != PB_WALK_OK) return r;
         }
     }
     return PB_WALK_OK;

@@ -3,17 +3,12 @@
 
 #include <string.h>
 
+#include "onnx/pb_wire.h"
 #include "util/alloc.h"
 
 /* Field numbers in onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.raw_data. */
 enum { MODEL_GRAPH = 7, GRAPH_INITIALIZER = 5, TENSOR_RAW_DATA = 9 };
 enum { LEVEL_MODEL, LEVEL_GRAPH, LEVEL_TENSOR };
-
-typedef struct field {
-    uint64_t number;
-    int wire;
-    size_t start, tag_end, value, end; /* tag at [start, tag_end); a length-delimited value at [value, end) */
-} field;
 
 typedef struct builder {
     const uint8_t *file;
@@ -22,16 +17,6 @@ typedef struct builder {
     af_raw_ref *refs;
     size_t n_refs, cap_refs;
 } builder;
-
-static bool read_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
-    *v = 0;
-    for (int shift = 0; shift < 70 && *i < n; shift += 7) {
-        uint8_t b = p[(*i)++];
-        if (shift < 64) *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) return true;
-    }
-    return false;
-}
 
 static size_t varint_size(uint64_t v) {
     size_t k = 1;
@@ -45,36 +30,6 @@ static void write_varint(builder *b, uint64_t v) {
         v >>= 7;
     }
     b->out[b->used++] = (uint8_t)v;
-}
-
-static bool next_field(const uint8_t *p, size_t n, size_t *i, field *f) {
-    uint64_t tag, v;
-    f->start = *i;
-    if (!read_varint(p, n, i, &tag)) return false;
-    f->tag_end = *i;
-    f->number = tag >> 3;
-    f->wire = (int)(tag & 7);
-    switch (f->wire) {
-    case 0:
-        if (!read_varint(p, n, i, &v)) return false;
-        break;
-    case 1:
-    case 5: {
-        size_t w = f->wire == 1 ? 8 : 4;
-        if (n - *i < w) return false;
-        *i += w;
-        break;
-    }
-    case 2:
-        if (!read_varint(p, n, i, &v) || v > n - *i) return false;
-        f->value = *i;
-        *i += (size_t)v;
-        break;
-    default:
-        return false; /* groups: protobuf-c refuses them too */
-    }
-    f->end = *i;
-    return true;
 }
 
 static bool add_ref(builder *b, af_raw_ref r) {
@@ -95,8 +50,8 @@ static bool strip(builder *b, int level, const uint8_t *p, size_t n, size_t *siz
     int n_graphs = 0;
     af_raw_ref raw = {0};
     while (i < n) {
-        field f = {0};
-        if (!next_field(p, n, &i, &f)) return false;
+        af_pb_field f;
+        if (!af_pb_next_field(p, n, &i, &f)) return false;
         int child = -1;
         if (f.wire == 2 && level == LEVEL_MODEL && f.number == MODEL_GRAPH) child = LEVEL_GRAPH;
         if (f.wire == 2 && level == LEVEL_GRAPH && f.number == GRAPH_INITIALIZER) child = LEVEL_TENSOR;
