@@ -40,5 +40,6 @@ BEGIN {
     dims["bert_ffn_up"] = "128x3072x768"; dims["bert_ffn_down"] = "128x768x3072"
     dims["bert_attn_qk"] = "128x128x64 (12)"; dims["bert_attn_pv"] = "128x64x128 (12)"
     dims["mnv3_pw_72x24"] = "72x3136x24"; dims["mnv3_pw_120x40"] = "120x784x40"
-    dims["mnv3_pw_960x160"] = "960x49x160"
+    dims["mnv3_pw_960x160"] = "960x49x160"; dims["mnv3_pw_64x16"] = "64x12544x16"
+    dims["mnv3_pw_16x16"] = "16x12544x16"
 }' "$out"
