@@ -131,7 +131,9 @@ typedef struct af_load_options {
 af_load_options af_load_options_default(void);
 
 /* Loads an ONNX model; external data is read from files in the model's folder only.
- * On success *out is a new model the caller frees with af_model_free. opts may be NULL. */
+ * On success *out is a new model the caller frees with af_model_free. opts may be NULL.
+ * The file is mapped while it loads (its weights are copied out one at a time, so they are not
+ * held twice): truncating it meanwhile from elsewhere faults, as with any mapped file. */
 af_status af_model_load(const char *path, const af_load_options *opts, af_model **out, af_error *err);
 /* As af_model_load, from memory. base_dir locates external data; NULL forbids external data. */
 af_status af_model_load_buffer(const void *data, size_t size, const char *base_dir,
