@@ -17,6 +17,13 @@ void af_step_release(af_step *s) {
     memset(s, 0, sizeof *s);
 }
 
+void af_step_hold(af_step *s, int v) {
+    if (v < 0 || s->n_held >= (int)(sizeof s->held / sizeof s->held[0])) return;
+    for (int i = 0; i < s->n_held; i++)
+        if (s->held[i] == v) return;
+    s->held[s->n_held++] = v;
+}
+
 void af_exec_plan_free(af_exec_plan *plan) {
     for (int i = 0; plan->steps && i < plan->n_steps; i++) af_step_release(&plan->steps[i]);
     af_free(plan->steps);

@@ -24,6 +24,9 @@ typedef struct af_step {
     af_kernel kernel;     /* run NULL: the anchor's reference kernel (unfused steps only) */
     af_node *kernel_node; /* a node synthesized for the kernel (e.g. LayerNorm from its parts), owned, or NULL */
     int n_kernel_inputs;  /* with kernel_node: its inputs are these value ids */
+    int n_held;
+    int held[16];         /* constants the step copied when it was built (folded BatchNorm
+                             statistics, the squeeze-excite weights) and never reads in place */
     af_epilogue epi;      /* fused epilogue; AF_EPI_ADD steps get their tensor per run: */
     int n_residuals;
     int residual_step[AF_EPI_MAX_STEPS];  /* index into epi.steps */
@@ -48,6 +51,9 @@ struct af_weight_release;
 af_status af_exec_plan_unfused(const af_graph *g, af_isa isa, int n_threads, bool reference_only,
                                struct af_weight_release *release, af_exec_plan *plan, af_error *err);
 void af_exec_plan_free(af_exec_plan *plan);
+/* Records that step s copied constant v at build time (s->held); a full list drops it, which only
+ * keeps v's data. */
+void af_step_hold(af_step *s, int v);
 void af_step_release(af_step *s);
 /* Values a step reads from outside itself (inputs of its nodes not produced inside it), written
  * to out (at most cap); returns the count. */

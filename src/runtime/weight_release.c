@@ -26,17 +26,29 @@ af_status af_weight_release_init(af_graph *g, af_weight_release *wr, af_error *e
     return AF_OK;
 }
 
+/* One read of v is built into a kernel that holds its own copy; the last one frees it. */
+static void read_done(af_weight_release *wr, int v) {
+    if (v < 0 || wr->readers_left[v] <= 0 || --wr->readers_left[v] > 0) return;
+    const long long before = af_alloc_live_bytes();
+    af_tensor_free_data(&wr->g->values[v].t); /* the shape stays: kernels still read it */
+    const long long gone = before - af_alloc_live_bytes();
+    wr->freed_bytes += gone > 0 ? (size_t)gone : 0;
+}
+
+static bool held(const af_step *s, int v) {
+    for (int i = 0; i < s->n_held; i++)
+        if (s->held[i] == v) return true;
+    return false;
+}
+
 void af_weight_release_step(af_weight_release *wr, const af_step *s) {
-    if (!wr || s->anchor < 0 || s->kernel_node) return;
-    const af_node *n = &wr->g->nodes[s->anchor];
-    for (int k = 0; k < n->n_inputs && k < 32; k++) {
-        int v = n->inputs[k];
-        if (v < 0 || wr->readers_left[v] <= 0 || !(s->kernel.packed_inputs >> k & 1u)) continue;
-        if (--wr->readers_left[v] > 0) continue;
-        const long long before = af_alloc_live_bytes();
-        af_tensor_free_data(&wr->g->values[v].t); /* the shape stays: kernels still read it */
-        const long long gone = before - af_alloc_live_bytes();
-        wr->freed_bytes += gone > 0 ? (size_t)gone : 0;
+    if (!wr) return;
+    for (int j = 0; j < s->n_nodes; j++) {
+        const af_node *n = &wr->g->nodes[s->nodes[j]];
+        /* packed_inputs speaks for the anchor's own kernel, not for a synthesized one */
+        const unsigned packed = s->nodes[j] == s->anchor && !s->kernel_node ? s->kernel.packed_inputs : 0;
+        for (int k = 0; k < n->n_inputs; k++)
+            if ((k < 32 && (packed >> k & 1u)) || held(s, n->inputs[k])) read_done(wr, n->inputs[k]);
     }
 }
 

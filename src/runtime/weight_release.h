@@ -11,7 +11,8 @@
  *
  * The rule is the one the kernels state through packed_inputs: only the anchor's own kernel keeps
  * packed copies; a fused group's other nodes, kernels that read a constant in place, subgraphs and
- * graph outputs keep the data.
+ * graph outputs keep the data. Constants a step copied when it was built (af_step.held: folded
+ * BatchNorm statistics, the squeeze-excite weights) count too, for every read by its nodes.
  */
 #ifndef AF_RUNTIME_WEIGHT_RELEASE_H
 #define AF_RUNTIME_WEIGHT_RELEASE_H

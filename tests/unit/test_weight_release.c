@@ -91,8 +91,9 @@ static void write_text(const char *path, const char *text) {
     }
 }
 
-/* One fixture at one configuration: plain and owning sessions on two loads of the same file. */
-static void check_fixture(const char *name, int level, const char *config) {
+/* One fixture at one configuration: plain and owning sessions on two loads of the same file.
+ * Returns the constant bytes the owning session's model still holds (-1 when it failed). */
+static long long check_fixture(const char *name, int level, const char *config) {
     char dir[1024], path[1100], what[256];
     snprintf(dir, sizeof dir, "%s/models/%s", af_test_dir(), name);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
@@ -105,14 +106,14 @@ static void check_fixture(const char *name, int level, const char *config) {
         af_test_fail(__FILE__, __LINE__, "%s: %s", what, err.message);
         af_model_free(kept);
         af_model_free(owned);
-        return;
+        return -1;
     }
     af_session_options so = af_session_options_default();
     so.n_threads = 1;
     so.fusion_level = level;
     so.config_path = config;
     const size_t weights = const_bytes(owned);
-    long long plain_rise = 0, owning_rise = 0;
+    long long plain_rise = 0, owning_rise = 0, left = -1;
     af_session *plain = create_measured(kept, false, &so, &plain_rise);
     af_session *own = create_measured(owned, true, &so, &owning_rise);
     if (plain && own) {
@@ -126,12 +127,14 @@ static void check_fixture(const char *name, int level, const char *config) {
                          "were held together",
                          what, owning_rise, plain_rise, freed);
         same_outputs(what, plain, own, &in);
+        left = (long long)const_bytes(owned);
     }
     af_session_free(plain);
     if (own) af_session_free(own);
     else af_model_free(owned);
     af_model_free(kept);
     inputs_free(&in);
+    return left;
 }
 
 AF_TEST(weight_release_on_the_fixtures) {
@@ -141,8 +144,11 @@ AF_TEST(weight_release_on_the_fixtures) {
     snprintf(config, sizeof config, "/tmp/af_weight_release_%d.json", (int)getpid());
     write_text(config, "{\"verify\": true}\n");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        check_fixture(names[i], 0, NULL);
-        check_fixture(names[i], 3, NULL);
+        const long long unfused = check_fixture(names[i], 0, NULL), fused = check_fixture(names[i], 3, NULL);
+        /* Fusion must not keep originals the unfused plan drops (squeeze-excite: the kernel's copies) */
+        if (unfused >= 0 && fused > unfused)
+            af_test_fail(__FILE__, __LINE__, "%s: the fused plan keeps %lld constant bytes, the unfused one %lld",
+                         names[i], fused, unfused);
         check_fixture(names[i], 3, config); /* verify rebuilds the plan: the weights go after it */
     }
     unlink(config);

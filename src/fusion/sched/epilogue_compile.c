@@ -29,6 +29,7 @@ typedef struct compile {
     const af_tensor *out; /* the anchor's output shape */
     int64_t channels;     /* conv: C; matmul: N (columns) */
     int64_t rows;         /* matmul: M of one batch item */
+    int bias_value;       /* conv: the anchor's bias value, or -1 */
     char *why;
     size_t why_size;
 } compile;
@@ -80,11 +81,12 @@ static bool push(compile *c, af_epi_step step) {
 
 /* x*op(const) as an epilogue step, for op one of Add, Sub, Mul, Div with r as the first input
  * (or either input of Add/Mul). */
-static bool const_arith(compile *c, af_op op, const af_tensor *k, bool r_first) {
+static bool const_arith(compile *c, af_op op, int id, const af_tensor *k, bool r_first) {
     vec_kind kind = vector_kind(c, k);
     if (kind == VEC_NONE) return fail(c, "a constant of shape that does not broadcast per %s", c->conv ? "channel" : "row or column");
     if ((op == AF_OP_SUB || op == AF_OP_DIV) && !r_first) return fail(c, "%s with the running value second", op == AF_OP_SUB ? "Sub" : "Div");
     const float *kd = k->data;
+    if (kind == VEC_SCALAR || op != AF_OP_ADD) af_step_hold(c->s, id); /* copied below; a bias is read in place */
     if (kind == VEC_SCALAR) {
         float v = kd[0];
         if (op == AF_OP_ADD) return push(c, (af_epi_step){.op = AF_EPI_ADD_SCALAR, .a = v});
@@ -121,6 +123,7 @@ static bool batchnorm(compile *c, const af_node *n, bool first, af_tensor *w_ove
         scale[i] = ((const float *)sc->data)[i] / sqrtf(((const float *)var->data)[i] + eps);
         shift[i] = ((const float *)b->data)[i] - ((const float *)mean->data)[i] * scale[i];
     }
+    for (int k = 1; k <= 4; k++) af_step_hold(c->s, n->inputs[k]); /* only scale and shift are read */
     if (!first || !w || !w->data) return push(c, (af_epi_step){.op = AF_EPI_SCALE_SHIFT_ROW, .p = scale, .q = shift});
     /* Right after the Conv: fold into its weights and bias, which costs nothing per run. */
     int64_t per = af_tensor_numel(w) / ch;
@@ -130,6 +133,7 @@ static bool batchnorm(compile *c, const af_node *n, bool first, af_tensor *w_ove
         for (int64_t k = 0; k < per; k++) nw[o * per + k] = ((const float *)w->data)[o * per + k] * scale[o];
         nb[o] = (bias ? ((const float *)bias->data)[o] : 0.0f) * scale[o] + shift[o];
     }
+    if (bias) af_step_hold(c->s, c->bias_value); /* the kernel reads the folded bias instead */
     *w_override = *w;
     w_override->data = nw;
     *b_override = (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 1, .dims = {ch}, .data = nb,
@@ -275,7 +279,8 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
                                af_tensor *b_override, char *why, size_t why_size) {
     const af_node *anchor = &g->nodes[cand->anchor];
     const af_tensor *out = &g->values[anchor->outputs[0]].t;
-    compile c = {.g = g, .s = s, .conv = anchor->op == AF_OP_CONV, .out = out, .why = why, .why_size = why_size};
+    compile c = {.g = g, .s = s, .conv = anchor->op == AF_OP_CONV, .out = out, .why = why, .why_size = why_size,
+                 .bias_value = anchor->op == AF_OP_CONV && anchor->n_inputs > 2 ? anchor->inputs[2] : -1};
     if (out->rank < 2 || af_tensor_numel(out) < 0 || out->dtype != AF_DTYPE_FLOAT)
         return fail(&c, "the anchor's output shape is not static float32%s", "");
     c.channels = c.conv ? out->dims[1] : out->dims[out->rank - 1];
@@ -313,7 +318,7 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
             ok = push(&c, idiom);
         } else if ((n->op == AF_OP_ADD || n->op == AF_OP_SUB || n->op == AF_OP_MUL || n->op == AF_OP_DIV) &&
                    n->n_inputs == 2 && other >= 0 && constant(g, other)) {
-            ok = const_arith(&c, n->op, constant(g, other), r_first);
+            ok = const_arith(&c, n->op, other, constant(g, other), r_first);
         } else if (n->op == AF_OP_ADD && n->n_inputs == 2 && other >= 0 &&
                    af_tensor_same_shape(&g->values[other].t, out)) {
             /* A residual: its data arrives at run time. */

@@ -85,5 +85,9 @@ bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af
         snprintf(why, why_size, "out of memory");
         return false;
     }
+    /* W1 and W2 are packed and the biases copied: the kernel reads none of them in place */
+    const int copied[4] = {conv1->inputs[1], conv1->n_inputs > 2 ? conv1->inputs[2] : -1, conv2->inputs[1],
+                           conv2->n_inputs > 2 ? conv2->inputs[2] : -1};
+    for (int i = 0; i < 4; i++) af_step_hold(s, copied[i]);
     return true;
 }
