@@ -185,8 +185,8 @@ af_status af_session_create(const af_model *model, const af_session_options *opt
 /* As af_session_create, but the session takes ownership of the model (af_session_free frees it)
  * and drops the model's copy of every weight its kernels hold packed, each as soon as its kernel
  * is built, so weights are in memory once even while the plan is built. On failure the model is
- * still the caller's to free, but weights packed before the failure may be gone from it: do not
- * build another session on it. */
+ * still the caller's to free, but weights packed before the failure may be gone from it: then
+ * af_session_create and af_model_save refuse it (AF_ERR_INVALID_ARGUMENT); load it again. */
 af_status af_session_create_owning(af_model *model, const af_session_options *opts, af_session **out,
                                    af_error *err);
 /* Runs the graph. inputs[i] is bound to the graph input called names[i]; every graph input without a

@@ -91,6 +91,8 @@ struct af_graph {
     af_graph *parent;
     int hash_cap;  /* open-addressing name -> value id table */
     int *hash;
+    bool weights_released; /* an owning session freed constants' data (runtime/weight_release.c):
+                              no other session or save may use this graph */
 };
 
 af_graph *af_graph_new(af_graph *parent);

@@ -399,6 +399,9 @@ static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
 af_status af_model_save(const af_model *model, const char *path, af_error *err) {
     if (!model || !model->graph || !path)
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_model_save: NULL argument");
+    if (model->graph->weights_released)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT,
+                         "cannot save '%s': the model's weights were released by af_session_create_owning", path);
     save_ctx sc = {.ir_version = model->ir_version, .path = path, .err = err};
     Onnx__ModelProto *mp = NULL;
     af_status st = build_model(&sc, model, &mp);

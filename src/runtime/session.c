@@ -87,6 +87,10 @@ static af_status create_session(const af_model *model, af_graph *release_from, c
     af_status st = check_fusion_level(opts->fusion_level, err);
     if (st != AF_OK) return st;
     const af_graph *g = model->graph;
+    if (g->weights_released)
+        return af_errorf(err, AF_ERR_INVALID_ARGUMENT,
+                         "the model's weights were released by af_session_create_owning (which failed, or whose "
+                         "session owns it); load the model again");
     af_session *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
     if (pthread_mutex_init(&s->replan_lock, NULL) != 0) {

@@ -31,6 +31,7 @@ static void read_done(af_weight_release *wr, int v) {
     if (v < 0 || wr->readers_left[v] <= 0 || --wr->readers_left[v] > 0) return;
     const long long before = af_alloc_live_bytes();
     af_tensor_free_data(&wr->g->values[v].t); /* the shape stays: kernels still read it */
+    wr->g->weights_released = true;
     const long long gone = before - af_alloc_live_bytes();
     wr->freed_bytes += gone > 0 ? (size_t)gone : 0;
 }

@@ -214,3 +214,42 @@ AF_TEST(weight_release_keeps_a_constant_read_in_place) {
         af_session_free(s);
     }
 }
+
+/* An owning session that fails after packing (here: its activations exceed max_mem_usage) leaves
+ * the caller a model without those weights: sessions and saves refuse it instead of running on
+ * missing data. A plain session's failure leaves the model whole. */
+AF_TEST(weight_release_failed_owning_session_marks_the_model) {
+    char path[1024], config[64], saved[64];
+    snprintf(path, sizeof path, "%s/models/resnet_small/model.onnx", af_test_dir());
+    snprintf(config, sizeof config, "/tmp/af_weight_release_limit_%d.json", (int)getpid());
+    snprintf(saved, sizeof saved, "/tmp/af_weight_release_saved_%d.onnx", (int)getpid());
+    write_text(config, "{\"resource_constraints\": {\"max_mem_usage\": \"1KB\"}}\n");
+    for (int owning = 0; owning <= 1; owning++) {
+        af_model *m = NULL;
+        af_session *s = NULL;
+        af_error err;
+        if (af_model_load(path, NULL, &m, &err) != AF_OK) {
+            af_test_fail(__FILE__, __LINE__, "%s", err.message);
+            continue;
+        }
+        af_session_options so = af_session_options_default();
+        so.n_threads = 1;
+        so.config_path = config;
+        af_status st = owning ? af_session_create_owning(m, &so, &s, &err) : af_session_create(m, &so, &s, &err);
+        CHECK_EQ_INT(st, AF_ERR_LIMIT);
+        CHECK(st != AF_ERR_LIMIT || strstr(err.message, "max_mem_usage") != NULL);
+        so.config_path = NULL;
+        st = af_session_create(m, &so, &s, &err);
+        if (owning) {
+            CHECK_EQ_INT(st, AF_ERR_INVALID_ARGUMENT);
+            CHECK(st != AF_ERR_INVALID_ARGUMENT || strstr(err.message, "released") != NULL);
+            CHECK_EQ_INT(af_model_save(m, saved, &err), AF_ERR_INVALID_ARGUMENT);
+        } else {
+            CHECK_EQ_INT(st, AF_OK);
+            af_session_free(s);
+        }
+        af_model_free(m);
+    }
+    unlink(config);
+    unlink(saved);
+}
