@@ -82,7 +82,8 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
         af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level};
         st = af_sched_build(g, &res->candidates, &o, plan, err);
     }
-    for (int i = 0; st == AF_OK && cfg->verify && i < plan->n_steps; i++) af_weight_release_step(release, &plan->steps[i]);
+    for (int i = 0; st == AF_OK && cfg->verify && i < plan->n_steps; i++)
+        af_weight_release_step(release, &plan->steps[i]);
     if (st != AF_OK) af_fusion_result_free(res);
     return st;
 }

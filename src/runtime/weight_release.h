@@ -27,7 +27,7 @@ typedef struct af_weight_release {
 } af_weight_release;
 
 af_status af_weight_release_init(af_graph *g, af_weight_release *wr, af_error *err);
-/* Counts step s's packed reads; frees the constants whose last reader this was. */
+/* Counts step s's packed and held reads; frees the constants whose last reader this was. */
 void af_weight_release_step(af_weight_release *wr, const af_step *s);
 void af_weight_release_free(af_weight_release *wr);
 
