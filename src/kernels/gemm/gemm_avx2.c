@@ -15,30 +15,13 @@ TARGET static inline __m256i lane_mask(int n) {
     return _mm256_loadu_si256((const __m256i *)(tail_masks + 8 - n));
 }
 
+/* Scales, fuses and stores a row kernel's accumulators, one step over the whole tile at a time
+ * (af_gemm_fused's order, with the epilogue applier's operations), so each test is made once
+ * per tile, as in the AVX-512 kernel (gemm_avx512.c). */
 TARGET static inline __attribute__((always_inline)) __m256 load_part(const float *p, int full, __m256i m) {
     return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
 }
 
-/* Step op on one vector of row i (columns 8v.., all of them when full, else those of mask m), as
- * the epilogue applier computes it. */
-TARGET static inline __attribute__((always_inline)) __m256 fused_step(const af_gemm_fused *f, int op, __m256 x, int i,
-                                                                      int v, int full, __m256i m) {
-    switch (op) {
-    case AF_GEMM_F_SCALE_SHIFT: return _mm256_fmadd_ps(x, _mm256_set1_ps(f->row_scale[i]), _mm256_set1_ps(f->row_shift[i]));
-    case AF_GEMM_F_SHIFT: return _mm256_add_ps(x, _mm256_set1_ps(f->row_shift[i]));
-    case AF_GEMM_F_COL: return _mm256_add_ps(x, load_part(f->col_shift + 8 * v, full, m));
-    case AF_GEMM_F_RESIDUAL: return _mm256_add_ps(x, load_part(f->residual + i * f->res_ld + 8 * v, full, m));
-    case AF_GEMM_F_LO: return _mm256_max_ps(_mm256_set1_ps(f->lo), x);
-    case AF_GEMM_F_HI: return _mm256_min_ps(_mm256_set1_ps(f->hi), x);
-    default: { /* HardSwish, NaN passing through */
-        const __m256 g = _mm256_fmadd_ps(x, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
-        return _mm256_mul_ps(x, _mm256_max_ps(_mm256_setzero_ps(), _mm256_min_ps(_mm256_set1_ps(1.0f), g)));
-    }
-    }
-}
-
-/* Scales, fuses and stores a row kernel's accumulators, one step over the whole tile at a time,
- * so each test is made once per tile, as in the AVX-512 kernel (gemm_avx512.c). */
 TARGET static inline __attribute__((always_inline)) void store_tile(const int MR_, const int NV, __m256 acc[MR][2],
                                                                     const af_gemm_tile_args *t) {
     float *restrict c = t->c;
@@ -52,9 +35,32 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
     if (t->beta != 0.0f)
         EACH acc[i][v] = _mm256_fmadd_ps(_mm256_set1_ps(t->beta), load_part(c + i * ldc + 8 * v, full[v], tail), acc[i][v]);
     const af_gemm_fused *f = t->fused;
-#pragma GCC unroll 7
-    for (int op = 0; f && op < AF_GEMM_F_STEPS; op++)
-        if (af_gemm_fused_on(f, op)) EACH if (valid[v]) acc[i][v] = fused_step(f, op, acc[i][v], i, v, full[v], tail);
+    if (f && f->row_scale) {
+        EACH acc[i][v] = _mm256_fmadd_ps(acc[i][v], _mm256_set1_ps(f->row_scale[i]), _mm256_set1_ps(f->row_shift[i]));
+    } else if (f && f->row_shift) {
+        EACH acc[i][v] = _mm256_add_ps(acc[i][v], _mm256_set1_ps(f->row_shift[i]));
+    }
+    if (f && f->col_shift) {
+        __m256 cs[2];
+        for (int v = 0; v < NV; v++) cs[v] = valid[v] ? load_part(f->col_shift + 8 * v, full[v], tail) : _mm256_setzero_ps();
+        EACH acc[i][v] = _mm256_add_ps(acc[i][v], cs[v]);
+    }
+    if (f && f->residual)
+        EACH if (valid[v]) acc[i][v] = _mm256_add_ps(acc[i][v], load_part(f->residual + i * f->res_ld + 8 * v, full[v], tail));
+    /* An infinite bound leaves every value, NaN included, as it was: ReLU is one max. */
+    if (f && f->clamp && f->lo > -INFINITY) {
+        const __m256 lo = _mm256_set1_ps(f->lo);
+        EACH acc[i][v] = _mm256_max_ps(lo, acc[i][v]);
+    }
+    if (f && f->clamp && f->hi < INFINITY) {
+        const __m256 hi = _mm256_set1_ps(f->hi);
+        EACH acc[i][v] = _mm256_min_ps(hi, acc[i][v]);
+    }
+    if (f && f->hard_swish) /* as the epilogue applier computes it, NaN passing through */
+        EACH {
+            const __m256 g = _mm256_fmadd_ps(acc[i][v], _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+            acc[i][v] = _mm256_mul_ps(acc[i][v], _mm256_max_ps(_mm256_setzero_ps(), _mm256_min_ps(_mm256_set1_ps(1.0f), g)));
+        }
     EACH {
         if (full[v]) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
         else if (valid[v]) _mm256_maskstore_ps(c + i * ldc + 8 * v, tail, acc[i][v]);

@@ -11,36 +11,25 @@
 #define MR 14
 #define NR 32
 
-/* Step op on one vector of row i (columns 16v.. under mask m), as the epilogue applier computes it. */
-TARGET static inline __attribute__((always_inline)) __m512 fused_step(const af_gemm_fused *f, int op, __m512 x, int i,
-                                                                      int v, __mmask16 m) {
-    switch (op) {
-    case AF_GEMM_F_SCALE_SHIFT: return _mm512_fmadd_ps(x, _mm512_set1_ps(f->row_scale[i]), _mm512_set1_ps(f->row_shift[i]));
-    case AF_GEMM_F_SHIFT: return _mm512_add_ps(x, _mm512_set1_ps(f->row_shift[i]));
-    case AF_GEMM_F_COL: return _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, f->col_shift + 16 * v));
-    case AF_GEMM_F_RESIDUAL: return _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, f->residual + i * f->res_ld + 16 * v));
-    case AF_GEMM_F_LO: return _mm512_max_ps(_mm512_set1_ps(f->lo), x);
-    case AF_GEMM_F_HI: return _mm512_min_ps(_mm512_set1_ps(f->hi), x);
-    default: { /* HardSwish, NaN passing through */
-        const __m512 g = _mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
-        return _mm512_mul_ps(x, _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), g)));
-    }
-    }
-}
-
-/* All fused steps on one vector (the conv tile's transposed rows, the column kernel's tiles). */
+/* The fused steps on one vector of row i (columns 16v.. under mask m); see af_gemm_fused. */
 TARGET static inline __attribute__((always_inline)) __m512 fused_vec(const af_gemm_fused *f, __m512 x, int i, int v,
                                                                      __mmask16 m) {
-#pragma GCC unroll 7
-    for (int op = 0; op < AF_GEMM_F_STEPS; op++)
-        if (af_gemm_fused_on(f, op)) x = fused_step(f, op, x, i, v, m);
+    if (f->row_scale) x = _mm512_fmadd_ps(x, _mm512_set1_ps(f->row_scale[i]), _mm512_set1_ps(f->row_shift[i]));
+    else if (f->row_shift) x = _mm512_add_ps(x, _mm512_set1_ps(f->row_shift[i]));
+    if (f->col_shift) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, f->col_shift + 16 * v));
+    if (f->residual) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, f->residual + i * f->res_ld + 16 * v));
+    if (f->clamp) x = _mm512_min_ps(_mm512_set1_ps(f->hi), _mm512_max_ps(_mm512_set1_ps(f->lo), x));
+    if (f->hard_swish) { /* as the epilogue applier computes it, NaN passing through */
+        __m512 g = _mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+        x = _mm512_mul_ps(x, _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), g)));
+    }
     return x;
 }
 
 /* Scales, fuses and stores a row kernel's accumulators (MR_ rows by NV vectors of C). Each step
- * is applied to the whole tile in turn, so its test is made once per tile: tested once per
- * vector, they took a third of the time of a 1x1 conv with K = 16 (64x3136x16 + bias + ReLU: 44
- * against 67 GFLOP/s without the epilogue). */
+ * is applied to the whole tile in turn, in fused_vec's order and with its operations, so its test
+ * is made once per tile: tested once per vector, they took a third of the time of a 1x1 conv
+ * with K = 16 (64x3136x16 + bias + ReLU: 44 against 67 GFLOP/s without the epilogue). */
 TARGET static inline __attribute__((always_inline)) void store_tile(const int MR_, const int NV, __m512 acc[MR][2],
                                                                     const af_gemm_tile_args *t) {
     float *restrict c = t->c;
@@ -55,9 +44,31 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
         EACH acc[i][v] = _mm512_fmadd_ps(_mm512_set1_ps(t->beta), _mm512_maskz_loadu_ps(mask[v], c + i * ldc + 16 * v),
                                          acc[i][v]);
     const af_gemm_fused *f = t->fused;
-#pragma GCC unroll 7
-    for (int op = 0; f && op < AF_GEMM_F_STEPS; op++)
-        if (af_gemm_fused_on(f, op)) EACH acc[i][v] = fused_step(f, op, acc[i][v], i, v, mask[v]);
+    if (f && f->row_scale) {
+        EACH acc[i][v] = _mm512_fmadd_ps(acc[i][v], _mm512_set1_ps(f->row_scale[i]), _mm512_set1_ps(f->row_shift[i]));
+    } else if (f && f->row_shift) {
+        EACH acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_set1_ps(f->row_shift[i]));
+    }
+    if (f && f->col_shift) {
+        const __m512 cs0 = _mm512_maskz_loadu_ps(mask[0], f->col_shift), cs1 = _mm512_maskz_loadu_ps(mask[1], f->col_shift + 16);
+        EACH acc[i][v] = _mm512_add_ps(acc[i][v], v ? cs1 : cs0);
+    }
+    if (f && f->residual)
+        EACH acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_maskz_loadu_ps(mask[v], f->residual + i * f->res_ld + 16 * v));
+    /* An infinite bound leaves every value, NaN included, as it was: ReLU is one max. */
+    if (f && f->clamp && f->lo > -INFINITY) {
+        const __m512 lo = _mm512_set1_ps(f->lo);
+        EACH acc[i][v] = _mm512_max_ps(lo, acc[i][v]);
+    }
+    if (f && f->clamp && f->hi < INFINITY) {
+        const __m512 hi = _mm512_set1_ps(f->hi);
+        EACH acc[i][v] = _mm512_min_ps(hi, acc[i][v]);
+    }
+    if (f && f->hard_swish) /* as the epilogue applier computes it, NaN passing through */
+        EACH {
+            const __m512 g = _mm512_fmadd_ps(acc[i][v], _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+            acc[i][v] = _mm512_mul_ps(acc[i][v], _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), g)));
+        }
     EACH {
         if (mask[v] == 0xffff) _mm512_storeu_ps(c + i * ldc + 16 * v, acc[i][v]);
         else if (mask[v]) _mm512_mask_storeu_ps(c + i * ldc + 16 * v, mask[v], acc[i][v]);

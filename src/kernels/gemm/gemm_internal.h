@@ -12,7 +12,6 @@
 #ifndef AF_KERNELS_GEMM_INTERNAL_H
 #define AF_KERNELS_GEMM_INTERNAL_H
 
-#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -34,24 +33,6 @@ typedef struct af_gemm_fused {
     bool clamp;
     bool hard_swish;
 } af_gemm_fused;
-
-/* af_gemm_fused's steps in the order they apply, for the ISA files' loops over them. The clamp is
- * two steps: an infinite bound leaves every value, NaN included, as it was, so a ReLU is one max. */
-enum { AF_GEMM_F_SCALE_SHIFT, AF_GEMM_F_SHIFT, AF_GEMM_F_COL, AF_GEMM_F_RESIDUAL, AF_GEMM_F_LO, AF_GEMM_F_HI,
-       AF_GEMM_F_HARD_SWISH, AF_GEMM_F_STEPS };
-
-/* Whether f runs step op. */
-static inline __attribute__((always_inline)) bool af_gemm_fused_on(const af_gemm_fused *f, int op) {
-    switch (op) {
-    case AF_GEMM_F_SCALE_SHIFT: return f->row_scale != NULL;
-    case AF_GEMM_F_SHIFT: return !f->row_scale && f->row_shift;
-    case AF_GEMM_F_COL: return f->col_shift != NULL;
-    case AF_GEMM_F_RESIDUAL: return f->residual != NULL;
-    case AF_GEMM_F_LO: return f->clamp && f->lo > -INFINITY;
-    case AF_GEMM_F_HI: return f->clamp && f->hi < INFINITY;
-    default: return f->hard_swish;
-    }
-}
 
 /* One call of a tile function: C[0..mr) x [0..nr) (row stride ldc) = alpha * sum_k a[k*MR + i] *
  * b[k*ldb + j] + beta * C (beta == 0: C is not read), then `fused` when not NULL. a is a packed A
