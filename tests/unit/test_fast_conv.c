@@ -93,8 +93,9 @@ static float epi_ref(epi_case ec, float x, float res) {
 }
 
 /* One conv case at one ISA: the kernel must be want_kernel; every epilogue case on one and two
- * threads. */
-static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *pools, const char *want_kernel) {
+ * threads, within tol. */
+static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *pools, const char *want_kernel,
+                            fx_tol tol) {
     fx f;
     fx_init(&f, AF_OP_CONV, 17);
     fx_input(&f, fx_rand(4, (int64_t[]){cc->n, cc->cin, cc->h, cc->w}, -1, 1, 11), false);
@@ -134,7 +135,7 @@ static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *poo
         for (int64_t j = 0; j < numel; j++) want[j] = epi_ref((epi_case)ec, c[j], res[j]);
         for (int p = 0; p < 2; p++) {
             CHECK(fx_run(&f, &k, &e, pl[p], got) == AF_OK);
-            int64_t bad = fx_count_off(&got[0], &ref, (fx_tol){1e-5, 1e-4, 0}, k.name);
+            int64_t bad = fx_count_off(&got[0], &ref, tol, k.name);
             if (bad) printf("  epilogue case %d, %d thread(s), isa %s: %lld off\n", ec, p + 1, af_isa_name(isa),
                             (long long)bad);
             CHECK_EQ_INT(bad, 0);
@@ -148,14 +149,18 @@ static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *poo
     fx_free(&f);
 }
 
-/* check_epilogues over cases at every ISA; want_kernel names the kernel each ISA must pick. */
-static void check_cases(const conv_case *cases, size_t n, const char *(*want_kernel)(af_isa)) {
+/* check_epilogues over cases at every ISA; want_kernel names the kernel each ISA must pick; the
+ * tolerance of a case comes from tol_for (NULL: 1e-5 + 1e-4 |ref|). */
+static void check_cases(const conv_case *cases, size_t n, const char *(*want_kernel)(af_isa),
+                        fx_tol (*tol_for)(const conv_case *)) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
     af_isa isas[AF_ISA_COUNT];
     int n_isa = fx_isas(isas);
     for (int i = 0; i < n_isa; i++)
-        for (size_t c = 0; c < n; c++) check_epilogues(&cases[c], isas[i], &pools, want_kernel(isas[i]));
+        for (size_t c = 0; c < n; c++)
+            check_epilogues(&cases[c], isas[i], &pools, want_kernel(isas[i]),
+                            tol_for ? tol_for(&cases[c]) : (fx_tol){1e-5, 1e-4, 0});
     fx_pools_free(&pools);
 }
 
@@ -173,12 +178,13 @@ static const char *depthwise_kernel(af_isa isa) {
  * multiple of any ISA's panel, widths not a multiple of its tile). */
 AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
     const conv_case cases[] = {
-        {1, 64, 40, 44, 44, 3, 1, 1, 1, true, 0, 0},  /* several row blocks at 2 threads */
+        {1, 64, 40, 44, 44, 3, 2, 1, 1, true, 0, 0},  /* several row blocks at 2 threads (stride 2:
+                                                          3x3 stride 1 runs Winograd) */
         {2, 16, 5, 30, 37, 5, 1, 2, 1, true, 0, 3},   /* 5x5, uneven pads, batch 2 */
         {1, 24, 70, 15, 15, 3, 2, 1, 1, true, 0, 0},  /* stride 2, three panels */
         {1, 40, 36, 13, 13, 1, 1, 0, 1, true, 0, 0},  /* pointwise on a small plane */
     };
-    check_cases(cases, sizeof cases / sizeof cases[0], implicit_kernel);
+    check_cases(cases, sizeof cases / sizeof cases[0], implicit_kernel, NULL);
 }
 
 /* Depthwise convolutions with their epilogues, on planes large enough for several row chunks per
@@ -190,5 +196,34 @@ AF_TEST(fast_conv_depthwise_applies_its_epilogue) {
         {1, 17, 17, 7, 7, 5, 1, 2, 17, true, 0, 0},     /* 7x7 planes, one channel past a group */
         {1, 20, 20, 15, 15, 3, 1, 2, 20, true, 2, 1},   /* dilated, uneven pads */
     };
-    check_cases(cases, sizeof cases / sizeof cases[0], depthwise_kernel);
+    check_cases(cases, sizeof cases / sizeof cases[0], depthwise_kernel, NULL);
+}
+
+static const char *winograd_kernel(af_isa isa) {
+    (void)isa;
+    return "f32_conv3x3_winograd_f4x4";
+}
+
+/* Winograd's error scales with sum |x w| over a window rather than with |sum x w|: the input
+ * transform adds and subtracts up to 5x the tile's inputs, and the product is taken on those
+ * combinations. With inputs and weights in [-1, 1] that sum is at most 9 cin; the tolerance is
+ * WINO_ULPS float epsilons of it: on these cases every ISA stays within 3 and some elements
+ * exceed 2, so the bound is twice what was measured. */
+#define WINO_ULPS 6.0
+static fx_tol winograd_tol(const conv_case *cc) {
+    return (fx_tol){WINO_ULPS * 1.1920929e-7 * 9.0 * (double)cc->cin, 1e-4, 0};
+}
+
+/* The Winograd F(4x4, 3x3) convolution against the reference, with every epilogue case: planes
+ * whose sides are not multiples of 4 (partial tiles), blocks of tile rows at 1 and 2 threads,
+ * output channels past a whole panel, valid and uneven pads, batch 2. */
+AF_TEST(fast_conv_winograd_matches_reference) {
+    const conv_case cases[] = {
+        {1, 16, 24, 23, 29, 3, 1, 1, 1, true, 0, 0},  /* partial tiles on both sides */
+        {2, 32, 40, 30, 30, 3, 1, 1, 1, true, 0, 0},  /* batch 2, a partial panel of channels */
+        {1, 20, 16, 26, 34, 3, 1, 0, 1, true, 0, 0},  /* no padding */
+        {1, 17, 33, 27, 27, 3, 1, 2, 1, true, 0, 1},  /* pads 2 and 1 */
+        {1, 64, 64, 56, 56, 3, 1, 1, 1, true, 0, 0},  /* ResNet-50's first stage */
+    };
+    check_cases(cases, sizeof cases / sizeof cases[0], winograd_kernel, winograd_tol);
 }

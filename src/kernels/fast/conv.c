@@ -6,11 +6,13 @@
  * (src/kernels/fast/conv_depthwise.c). Weights are packed once, per group, at prepare. Epilogue
  * coordinates: m = output channel, n = flattened output pixel, batch = image.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/shape/conv_geom.h"
 #include "kernels/fast/conv_depthwise.h"
 #include "kernels/gemm/conv_implicit.h"
+#include "kernels/gemm/conv_winograd.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
 #include "util/alloc.h"
@@ -24,6 +26,7 @@ typedef struct conv_state {
     const float *bias;       /* [cout] from the graph's constant, or NULL */
     af_depthwise_conv dw;    /* depthwise path when dw.weights is set */
     af_conv_implicit implicit; /* the implicit GEMM when implicit.w is set (then packed is NULL) */
+    af_conv_winograd wino;     /* Winograd F(4x4, 3x3) when wino.u is set (then packed is NULL) */
 } conv_state;
 
 static void conv_free(void *p) {
@@ -32,6 +35,7 @@ static void conv_free(void *p) {
     af_free(s->packed);
     af_depthwise_conv_release(&s->dw);
     af_conv_implicit_release(&s->implicit);
+    af_conv_winograd_release(&s->wino);
     af_free(s);
 }
 
@@ -136,6 +140,18 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         return af_depthwise_conv_run(&s->dw, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool, workspace,
                                      k->workspace_bytes);
 
+    if (s->wino.u) {
+        for (int64_t n = 0; n < n_img; n++) {
+            af_epilogue e;
+            if ((st = group_epilogue(s, epi, n, 0, s->cout, hw, &e)) != AF_OK)
+                return af_ctx_fail(c, st, "epilogue too long");
+            st = af_conv_winograd_run(&s->wino, &geo, xd + n * s->cin * hw_in, yd + n * s->cout * hw, h, wd, oh, ow,
+                                      &e, pool, workspace, k->workspace_bytes);
+            if (st == AF_ERR_LIMIT) return af_ctx_fail(c, st, "convolution too large to split into tasks");
+            if (st != AF_OK) return af_ctx_fail(c, st, "input is larger than the session planned for");
+        }
+        return AF_OK;
+    }
     if (s->implicit.w) {
         if (!af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
             return af_ctx_fail(c, AF_ERR_RUNTIME, "geometry differs from the prepared one");
@@ -233,6 +249,21 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
          * transposed, and K = cin is short there); on the 14x14 and 7x7 ones the implicit kernel
          * won by 5-13%. */
         const bool gemm_1x1 = s->kh == 1 && s->kw == 1 && oh * ow >= 256;
+        const int n_threads = req->n_threads > 0 ? req->n_threads : 1;
+        if (oh > 0 && ow > 0 && !getenv("AF_NO_WINOGRAD") &&
+            af_conv_winograd_suits(&geo, s->kh, s->kw, groups, cin, cout, oh, ow)) {
+            st = af_conv_winograd_prepare(req->isa, w->data, cout, cin, &s->wino);
+            if (st == AF_ERR_OUT_OF_MEMORY) goto fail;
+            size_t ws = st == AF_OK ? af_conv_winograd_workspace(&s->wino, oh, ow, n_threads) : 0;
+            if (ws > 0) {
+                k->workspace_bytes = ws;
+                k->name = "f32_conv3x3_winograd_f4x4";
+                k->weight_bytes += af_gemm_packed_bytes(s->wino.u);
+                goto done;
+            }
+            af_conv_winograd_release(&s->wino);
+            st = AF_OK;
+        }
         if (groups == 1 && oh > 0 && ow > 0 && !gemm_1x1) {
             st = af_conv_implicit_prepare(req->isa, w->data, cout, cin, s->kh, s->kw, &s->implicit);
             if (st != AF_OK) goto fail;

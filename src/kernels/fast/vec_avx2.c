@@ -108,6 +108,7 @@ FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
 #include "kernels/fast/elementwise_body.h"
 #include "kernels/fast/norm_body.h"
 #include "kernels/fast/pool_body.h"
+#include "kernels/fast/winograd_body.h"
 
 const af_vec_kernels af_vec_avx2 = {
     .isa = AF_ISA_AVX2,
@@ -119,4 +120,8 @@ const af_vec_kernels af_vec_avx2 = {
     .softmax_row = FV_NAME(f32_softmax_row),
     .layernorm_row = FV_NAME(f32_layernorm_row),
     .scale_shift = FV_NAME(f32_scale_shift),
+    .deinterleave4 = FV_NAME(f32_deinterleave4),
+    .interleave4 = FV_NAME(f32_interleave4),
+    .wino_input = FV_NAME(f32_wino_input),
+    .wino_output = FV_NAME(f32_wino_output),
 };

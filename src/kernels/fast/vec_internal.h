@@ -10,7 +10,7 @@
  * Every loop computes each output element the same way wherever a chunk starts or ends (tails
  * are masked vectors, not scalar code), so splitting work over threads never changes a result.
  * Internal to src/kernels (the implicit-GEMM conv in src/kernels/gemm copies strided rows with
- * `gather`).
+ * `gather`; the Winograd conv there runs its transforms through `wino_input` / `wino_output`).
  */
 #ifndef AF_KERNELS_FAST_VEC_INTERNAL_H
 #define AF_KERNELS_FAST_VEC_INTERNAL_H
@@ -84,6 +84,12 @@ typedef struct af_vec_kernels {
     /* y[o, c, i] = x[o, c, i] * scale[c] + shift[c] over rows o < outer of C x inner. */
     void (*scale_shift)(int64_t outer, int64_t C, int64_t inner, const float *x, float *y, const float *scale,
                         const float *shift);
+    /* The Winograd F(4x4, 3x3) convolution's row (de)interleaving by column mod 4 and its input
+     * and output transforms over a row of n tiles (winograd_body.h has the layouts). */
+    void (*deinterleave4)(int64_t n, const float *x, float *y, int64_t y_ld);
+    void (*interleave4)(int64_t n, const float *y, int64_t y_ld, float *x);
+    void (*wino_input)(int64_t n, const float *const rows[6], int64_t phase_ld, float *v, int64_t v_ld);
+    void (*wino_output)(int64_t n, const float *m, int64_t m_ld, float *y, int64_t y_ld);
 } af_vec_kernels;
 
 extern const af_vec_kernels af_vec_scalar, af_vec_avx2, af_vec_avx512;

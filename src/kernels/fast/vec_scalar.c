@@ -81,6 +81,7 @@ FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
 #include "kernels/fast/elementwise_body.h"
 #include "kernels/fast/norm_body.h"
 #include "kernels/fast/pool_body.h"
+#include "kernels/fast/winograd_body.h"
 
 const af_vec_kernels af_vec_scalar = {
     .isa = AF_ISA_SCALAR,
@@ -92,6 +93,10 @@ const af_vec_kernels af_vec_scalar = {
     .softmax_row = FV_NAME(f32_softmax_row),
     .layernorm_row = FV_NAME(f32_layernorm_row),
     .scale_shift = FV_NAME(f32_scale_shift),
+    .deinterleave4 = FV_NAME(f32_deinterleave4),
+    .interleave4 = FV_NAME(f32_interleave4),
+    .wino_input = FV_NAME(f32_wino_input),
+    .wino_output = FV_NAME(f32_wino_output),
 };
 
 const af_vec_kernels *af_vec_kernels_for(af_isa isa) {

@@ -182,7 +182,7 @@ static void choose_tasks(gemm_run *r, int n_threads) {
     r->n_nt = ceil_div(d->N, r->tn);
 }
 
-static const float *packed_item(const af_gemm_packed *p, int64_t b) {
+const float *af_gemm_packed_item(const af_gemm_packed *p, int64_t b) {
     return p->data + (p->batch > 1 ? b * p->item_stride : 0);
 }
 
@@ -279,8 +279,8 @@ static void run_task(void *ctx, int task, int thread) {
     }
     float *wa = r->ws + thread * r->ws_floats;
     float *wb = d->packed_a ? wa : wa + min64(r->bl.mc, ceil_div(d->M, MR) * MR) * r->bl.kc;
-    const float *A = d->packed_a ? packed_item(d->packed_a, b) : d->A + b * d->stride_a;
-    const float *B = d->packed_b ? packed_item(d->packed_b, b) : d->B + b * d->stride_b;
+    const float *A = d->packed_a ? af_gemm_packed_item(d->packed_a, b) : d->A + b * d->stride_a;
+    const float *B = d->packed_b ? af_gemm_packed_item(d->packed_b, b) : d->B + b * d->stride_b;
     float *C = d->C + b * d->stride_c;
     const af_epilogue *epi = d->epilogue && d->epilogue->n_steps ? d->epilogue : NULL;
     af_gemm_fused fb;

@@ -94,6 +94,8 @@ extern const af_gemm_isa_cfg af_gemm_cfg_avx512;
 const af_gemm_isa_cfg *af_gemm_isa_cfg_for(af_isa isa);
 /* The panels of a prepacked operand (batch item 0): panel r starts at r * K * w. */
 const float *af_gemm_packed_data(const af_gemm_packed *p);
+/* The panels of batch item b (item 0 for an operand shared by every item). */
+const float *af_gemm_packed_item(const af_gemm_packed *p, int64_t b);
 
 /* The in-register prefix of an epilogue program (vectors offset to batch item b) into f; returns
  * how many of its steps that is. */
