@@ -306,6 +306,27 @@ static bool gemm_like(const af_node *n) {
            n->op == AF_OP_EINSUM;
 }
 
+/* Whether every entry of a conv's ints attribute (absent: all 1) is 1. */
+static bool ints_all_one(const af_node *n, const char *name) {
+    const int64_t *v;
+    int k = af_node_attr_ints(n, name, &v);
+    for (int i = 0; i < k; i++)
+        if (v[i] != 1) return false;
+    return true;
+}
+
+/* The fast runtime's choice of Winograd for a Conv (af_conv_winograd_suits in
+ * src/kernels/gemm/conv_winograd.h, from the graph's attributes and shapes). */
+static bool runs_winograd(const af_graph *g, const af_node *n, const af_tensor *wt) {
+    if (n->op != AF_OP_CONV || wt->rank != 4 || wt->dims[2] != 3 || wt->dims[3] != 3 || n->n_outputs < 1 ||
+        n->outputs[0] < 0 || af_node_attr_int(n, "group", 1) != 1 || !ints_all_one(n, "strides") ||
+        !ints_all_one(n, "dilations") || wt->dims[0] < 16 || wt->dims[1] < 16)
+        return false;
+    const af_tensor *y = &g->values[n->outputs[0]].t;
+    if (y->rank != 4 || y->dims[2] < 1 || y->dims[3] < 1) return false;
+    return ((y->dims[2] + 3) / 4) * ((y->dims[3] + 3) / 4) >= 32;
+}
+
 static double efficiency(const af_graph *g, const af_node *n) {
     switch (n->op) {
     case AF_OP_CONV:
@@ -314,6 +335,7 @@ static double efficiency(const af_graph *g, const af_node *n) {
         const af_tensor *wt = w >= 0 ? &g->values[w].t : NULL;
         if (!wt || wt->rank < 3) return AF_COST_EFF_CONV_KXK;
         if (n->op == AF_OP_CONV && af_node_attr_int(n, "group", 1) > 1 && wt->dims[1] == 1) return AF_COST_EFF_DEPTHWISE;
+        if (runs_winograd(g, n, wt)) return AF_COST_EFF_WINOGRAD;
         int64_t k = 1;
         for (int d = 2; d < wt->rank; d++) k *= wt->dims[d];
         return k == 1 ? AF_COST_EFF_GEMM : AF_COST_EFF_CONV_KXK;
