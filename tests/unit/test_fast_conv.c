@@ -204,17 +204,22 @@ static const char *winograd_kernel(af_isa isa) {
     return "f32_conv3x3_winograd_f4x4";
 }
 
+static const char *winograd_2x2_kernel(af_isa isa) {
+    (void)isa;
+    return "f32_conv3x3_winograd_f2x2";
+}
+
 /* Winograd's error scales with sum |x w| over a window rather than with |sum x w|: the input
  * transform adds and subtracts up to 5x the tile's inputs, and the product is taken on those
  * combinations. With inputs and weights in [-1, 1] that sum is at most 9 cin; the tolerance is
- * WINO_ULPS float epsilons of it: on these cases every ISA stays within 3 and some elements
- * exceed 2, so the bound is twice what was measured. */
+ * WINO_ULPS float epsilons of it: on these cases F(4x4) stays within 3 on every ISA, with
+ * some elements past 2, and F(2x2) within 0.5, so the bound is twice the worst measured. */
 #define WINO_ULPS 6.0
 static fx_tol winograd_tol(const conv_case *cc) {
     return (fx_tol){WINO_ULPS * 1.1920929e-7 * 9.0 * (double)cc->cin, 1e-4, 0};
 }
 
-/* The Winograd F(4x4, 3x3) convolution against the reference, with every epilogue case: planes
+/* The Winograd F(4x4, 3x3) and F(2x2, 3x3) convolutions against the reference, with every epilogue case: planes
  * whose sides are not multiples of 4 (partial tiles), blocks of tile rows at 1 and 2 threads,
  * output channels past a whole panel, valid and uneven pads, batch 2. */
 AF_TEST(fast_conv_winograd_matches_reference) {
@@ -226,4 +231,14 @@ AF_TEST(fast_conv_winograd_matches_reference) {
         {1, 64, 64, 56, 56, 3, 1, 1, 1, true, 0, 0},  /* ResNet-50's first stage */
     };
     check_cases(cases, sizeof cases / sizeof cases[0], winograd_kernel, winograd_tol);
+}
+
+/* Planes with too few 4x4 tiles for F(4x4) but 32+ tiles of 2x2 run F(2x2, 3x3). */
+AF_TEST(fast_conv_winograd_2x2_matches_reference) {
+    const conv_case cases[] = {
+        {1, 32, 48, 14, 14, 3, 1, 1, 1, true, 0, 0},  /* ResNet-50's 14x14 planes, 1.5 panels */
+        {2, 16, 20, 11, 13, 3, 1, 1, 1, true, 0, 0},  /* odd sides: partial tiles, batch 2 */
+        {1, 24, 17, 15, 15, 3, 1, 0, 1, true, 0, 0},  /* no padding: 13x13 */
+    };
+    check_cases(cases, sizeof cases / sizeof cases[0], winograd_2x2_kernel, winograd_tol);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir/tensor.h"
+#include "kernels/gemm/conv_winograd.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -306,25 +307,24 @@ static bool gemm_like(const af_node *n) {
            n->op == AF_OP_EINSUM;
 }
 
-/* Whether every entry of a conv's ints attribute (absent: all 1) is 1. */
-static bool ints_all_one(const af_node *n, const char *name) {
+/* The 2-D stride and dilation of a conv's attributes (absent: 1), or false past 2-D. */
+static bool conv_steps(const af_node *n, const char *name, int64_t out[2]) {
     const int64_t *v;
     int k = af_node_attr_ints(n, name, &v);
-    for (int i = 0; i < k; i++)
-        if (v[i] != 1) return false;
+    if (k > 2) return false;
+    out[0] = k > 0 ? v[0] : 1;
+    out[1] = k > 1 ? v[1] : out[0];
     return true;
 }
 
-/* The fast runtime's choice of Winograd for a Conv (af_conv_winograd_suits in
- * src/kernels/gemm/conv_winograd.h, from the graph's attributes and shapes). */
-static bool runs_winograd(const af_graph *g, const af_node *n, const af_tensor *wt) {
-    if (n->op != AF_OP_CONV || wt->rank != 4 || wt->dims[2] != 3 || wt->dims[3] != 3 || n->n_outputs < 1 ||
-        n->outputs[0] < 0 || af_node_attr_int(n, "group", 1) != 1 || !ints_all_one(n, "strides") ||
-        !ints_all_one(n, "dilations") || wt->dims[0] < 16 || wt->dims[1] < 16)
-        return false;
+/* The Winograd tile the fast runtime picks for a Conv (af_conv_winograd_tile), 0 for none. */
+static int winograd_tile(const af_graph *g, const af_node *n, const af_tensor *wt) {
+    if (n->op != AF_OP_CONV || wt->rank != 4 || n->n_outputs < 1 || n->outputs[0] < 0) return 0;
     const af_tensor *y = &g->values[n->outputs[0]].t;
-    if (y->rank != 4 || y->dims[2] < 1 || y->dims[3] < 1) return false;
-    return ((y->dims[2] + 3) / 4) * ((y->dims[3] + 3) / 4) >= 32;
+    af_conv_geom geo = {.n_sp = 2};
+    if (y->rank != 4 || !conv_steps(n, "strides", geo.stride) || !conv_steps(n, "dilations", geo.dilation)) return 0;
+    return af_conv_winograd_tile(&geo, wt->dims[2], wt->dims[3], af_node_attr_int(n, "group", 1), wt->dims[1],
+                                 wt->dims[0], y->dims[2], y->dims[3]);
 }
 
 static double efficiency(const af_graph *g, const af_node *n) {
@@ -335,7 +335,8 @@ static double efficiency(const af_graph *g, const af_node *n) {
         const af_tensor *wt = w >= 0 ? &g->values[w].t : NULL;
         if (!wt || wt->rank < 3) return AF_COST_EFF_CONV_KXK;
         if (n->op == AF_OP_CONV && af_node_attr_int(n, "group", 1) > 1 && wt->dims[1] == 1) return AF_COST_EFF_DEPTHWISE;
-        if (runs_winograd(g, n, wt)) return AF_COST_EFF_WINOGRAD;
+        const int wino = winograd_tile(g, n, wt);
+        if (wino) return wino == 4 ? AF_COST_EFF_WINOGRAD_4 : AF_COST_EFF_WINOGRAD_2;
         int64_t k = 1;
         for (int d = 2; d < wt->rank; d++) k *= wt->dims[d];
         return k == 1 ? AF_COST_EFF_GEMM : AF_COST_EFF_CONV_KXK;

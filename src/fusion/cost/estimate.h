@@ -29,9 +29,10 @@
  * library's own kernels with bench/cost_model_check.c (docs/cost_model.md has the measurements). */
 #define AF_COST_EFF_GEMM 0.85        /* MatMul, Gemm, 1x1 Conv: the packed GEMM */
 #define AF_COST_EFF_CONV_KXK 0.90    /* Conv with a kernel > 1x1: the implicit GEMM over phase planes */
-#define AF_COST_EFF_WINOGRAD 1.70    /* 3x3 stride-1 Conv on Winograd F(4x4, 3x3): the direct flops
+#define AF_COST_EFF_WINOGRAD_4 1.70  /* 3x3 stride-1 Conv on Winograd F(4x4, 3x3): the direct flops
                                         over the peak, above 1 since it makes a quarter of the
                                         products (ResNet-50's 56x56 and 28x28 layers: 1.68-1.77) */
+#define AF_COST_EFF_WINOGRAD_2 1.30  /* on F(2x2, 3x3), 4/9 of the products (its 14x14 layers: 1.33) */
 #define AF_COST_EFF_DEPTHWISE 0.32   /* depthwise Conv: the channel-blocked kernel, ~20-60 GFLOP/s */
 #define AF_COST_EFF_VECTOR 0.25      /* elementwise, softmax, normalizations: SIMD without FMA chains */
 #define AF_COST_EFF_REDUCE 0.06      /* pooling and reductions: horizontal sums, strided windows */

@@ -26,7 +26,7 @@ typedef struct conv_state {
     const float *bias;       /* [cout] from the graph's constant, or NULL */
     af_depthwise_conv dw;    /* depthwise path when dw.weights is set */
     af_conv_implicit implicit; /* the implicit GEMM when implicit.w is set (then packed is NULL) */
-    af_conv_winograd wino;     /* Winograd F(4x4, 3x3) when wino.u is set (then packed is NULL) */
+    af_conv_winograd wino;     /* Winograd F(m x m, 3x3) when wino.u is set (then packed is NULL) */
 } conv_state;
 
 static void conv_free(void *p) {
@@ -250,14 +250,16 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
          * won by 5-13%. */
         const bool gemm_1x1 = s->kh == 1 && s->kw == 1 && oh * ow >= 256;
         const int n_threads = req->n_threads > 0 ? req->n_threads : 1;
-        if (oh > 0 && ow > 0 && !getenv("AF_NO_WINOGRAD") &&
-            af_conv_winograd_suits(&geo, s->kh, s->kw, groups, cin, cout, oh, ow)) {
-            st = af_conv_winograd_prepare(req->isa, w->data, cout, cin, &s->wino);
+        const int wino_m = getenv("AF_NO_WINOGRAD") || oh < 1 || ow < 1
+                               ? 0
+                               : af_conv_winograd_tile(&geo, s->kh, s->kw, groups, cin, cout, oh, ow);
+        if (wino_m) {
+            st = af_conv_winograd_prepare(req->isa, wino_m, w->data, cout, cin, &s->wino);
             if (st == AF_ERR_OUT_OF_MEMORY) goto fail;
             size_t ws = st == AF_OK ? af_conv_winograd_workspace(&s->wino, oh, ow, n_threads) : 0;
             if (ws > 0) {
                 k->workspace_bytes = ws;
-                k->name = "f32_conv3x3_winograd_f4x4";
+                k->name = wino_m == 4 ? "f32_conv3x3_winograd_f4x4" : "f32_conv3x3_winograd_f2x2";
                 k->weight_bytes += af_gemm_packed_bytes(s->wino.u);
                 goto done;
             }

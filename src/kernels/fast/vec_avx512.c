@@ -99,8 +99,8 @@ FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
 #include "kernels/fast/elementwise_body.h"
 #include "kernels/fast/norm_body.h"
 #include "kernels/fast/pool_body.h"
-/* Splits 64 floats at p by index mod 4: out[b] lane u = p[4 u + b]. */
-#define FV_HAS_DEINT4
+/* For winograd_body.h: splits 64 floats at p by index mod 4, out[b] lane u = p[4 u + b]. */
+#define FV_HAS_DEINT
 FV_INLINE void fv_deint4(const float *p, fv_v out[4]) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -114,7 +114,6 @@ FV_INLINE void fv_deint4(const float *p, fv_v out[4]) {
     out[3] = _mm512_permutex2var_ps(o0, odd, o1);
 }
 /* The inverse of fv_deint4: p[4 u + b] = in[b] lane u, for the first 4 n floats (n <= 16). */
-#define FV_HAS_INT4
 FV_INLINE void fv_int4(const fv_v in[4], float *p, int64_t n) {
     const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
@@ -124,6 +123,23 @@ FV_INLINE void fv_int4(const fv_v in[4], float *p, int64_t n) {
                          _mm512_permutex2var_ps(a1, lo, b1), _mm512_permutex2var_ps(a1, hi, b1)};
     for (int k = 0; k < 4; k++) {
         const int64_t left = 4 * n - 16 * k;
+        if (left >= 16) _mm512_storeu_ps(p + 16 * k, q[k]);
+        else if (left > 0) _mm512_mask_storeu_ps(p + 16 * k, fv_tail(left), q[k]);
+    }
+}
+/* The same by index mod 2 over 32 floats (out[0], out[1]), and its inverse for 2 n floats. */
+FV_INLINE void fv_deint2(const float *p, fv_v out[4]) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
+    out[0] = _mm512_permutex2var_ps(v0, even, v1);
+    out[1] = _mm512_permutex2var_ps(v0, _mm512_add_epi32(even, _mm512_set1_epi32(1)), v1);
+}
+FV_INLINE void fv_int2(const fv_v in[4], float *p, int64_t n) {
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    const __m512 q[2] = {_mm512_permutex2var_ps(in[0], lo, in[1]), _mm512_permutex2var_ps(in[0], hi, in[1])};
+    for (int k = 0; k < 2; k++) {
+        const int64_t left = 2 * n - 16 * k;
         if (left >= 16) _mm512_storeu_ps(p + 16 * k, q[k]);
         else if (left > 0) _mm512_mask_storeu_ps(p + 16 * k, fv_tail(left), q[k]);
     }
@@ -140,8 +156,8 @@ const af_vec_kernels af_vec_avx512 = {
     .softmax_row = FV_NAME(f32_softmax_row),
     .layernorm_row = FV_NAME(f32_layernorm_row),
     .scale_shift = FV_NAME(f32_scale_shift),
-    .deinterleave4 = FV_NAME(f32_deinterleave4),
-    .interleave4 = FV_NAME(f32_interleave4),
+    .deinterleave = FV_NAME(f32_deinterleave),
+    .interleave = FV_NAME(f32_interleave),
     .wino_input = FV_NAME(f32_wino_input),
     .wino_output = FV_NAME(f32_wino_output),
 };

@@ -1,4 +1,4 @@
-/* 3x3 convolution by Winograd's F(4x4, 3x3) (see conv_winograd.h). */
+/* 3x3 convolution by Winograd's F(4x4, 3x3) or F(2x2, 3x3) (see conv_winograd.h). */
 #include "kernels/gemm/conv_winograd.h"
 
 #include <string.h>
@@ -8,9 +8,7 @@
 #include "kernels/gemm/strided_row.h"
 #include "util/alloc.h"
 
-#define TILE 4  /* output pixels per tile side */
-#define ALPHA 6 /* input pixels per tile side: TILE + 3 - 1 */
-#define XI (ALPHA * ALPHA)
+#define MAX_ALPHA 6 /* input pixels per tile side, m + 3 - 1, for the largest tile */
 
 /* A block of tiles whose transformed input (36 cin floats a tile) stays in L2 while every panel
  * of U passes over it. */
@@ -20,44 +18,51 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-bool af_conv_winograd_suits(const af_conv_geom *geo, int64_t kh, int64_t kw, int64_t groups, int64_t cin,
-                            int64_t cout, int64_t oh, int64_t ow) {
+int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64_t groups, int64_t cin,
+                          int64_t cout, int64_t oh, int64_t ow) {
     if (geo->n_sp != 2 || kh != 3 || kw != 3 || groups != 1 || geo->stride[0] != 1 || geo->stride[1] != 1 ||
-        geo->dilation[0] != 1 || geo->dilation[1] != 1)
-        return false;
-    /* Few channels leave the transforms to dominate. Each element of U serves every tile, so
-     * with few tiles the GEMM streams 4x the direct kernel's weights for little work: ResNet-50's
-     * 14x14 layers (16 tiles, 256 channels) ran 5-10% slower than the implicit GEMM, its 28x28
-     * (49 tiles) and 56x56 (196) ones 1.5-2x faster. */
-    return cin >= 16 && cout >= 16 && ceil_div(oh, TILE) * ceil_div(ow, TILE) >= 32;
+        geo->dilation[0] != 1 || geo->dilation[1] != 1 || cin < 16 || cout < 16 || oh < 1 || ow < 1)
+        return 0; /* few channels leave the transforms to dominate */
+    /* Each element of U serves every tile, so with few tiles the products stream (m + 2)^2 / 9 times
+     * the direct kernel's weights for little work: on ResNet-50's 14x14 layers (256 channels)
+     * F(4x4) has 16 tiles and ran 5-10% slower than the implicit GEMM, F(2x2) has 49; the 28x28
+     * (49 tiles of 4x4) and 56x56 (196) layers ran 1.9x faster on F(4x4). */
+    if (ceil_div(oh, 4) * ceil_div(ow, 4) >= 32) return 4;
+    if (ceil_div(oh, 2) * ceil_div(ow, 2) >= 32) return 2;
+    return 0;
 }
 
-af_status af_conv_winograd_prepare(af_isa isa, const float *w, int64_t cout, int64_t cin, af_conv_winograd *c) {
+af_status af_conv_winograd_prepare(af_isa isa, int m, const float *w, int64_t cout, int64_t cin,
+                                   af_conv_winograd *c) {
     memset(c, 0, sizeof *c);
-    if (cout < 1 || cin < 1 || cout > INT32_MAX / XI || cin > INT32_MAX / XI) return AF_ERR_INVALID_ARGUMENT;
-    *c = (af_conv_winograd){.isa = af_cpu_isa_clamp(isa), .cout = cout, .cin = cin};
-    /* U[xi][co][ci] = (G g G^T)[xi]: rows of G are the kernel's values at 0, 1, -1, 2, -2 (scaled
-     * so that A^T and B^T stay small integers) and infinity. */
-    static const double G[ALPHA][3] = {{1.0 / 4, 0, 0},
-                                       {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                       {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                       {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                       {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                       {0, 0, 1}};
+    const int alpha = m + 2, xi = alpha * alpha;
+    if ((m != 2 && m != 4) || cout < 1 || cin < 1 || cout > INT32_MAX / xi || cin > INT32_MAX / xi)
+        return AF_ERR_INVALID_ARGUMENT;
+    *c = (af_conv_winograd){.isa = af_cpu_isa_clamp(isa), .m = m, .cout = cout, .cin = cin};
+    /* U[xi][co][ci] = (G g G^T)[xi]: rows of G are the kernel's values at the interpolation
+     * points (scaled so that A^T and B^T stay small integers) and at infinity. */
+    static const double G4[6][3] = {{1.0 / 4, 0, 0},
+                                    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                    {0, 0, 1}};
+    static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    const double(*G)[3] = m == 4 ? G4 : G2;
     const int64_t plane = cout * cin;
-    float *u = af_malloc((size_t)(XI * plane) * sizeof *u);
+    float *u = af_malloc((size_t)(xi * plane) * sizeof *u);
     if (!u) return AF_ERR_OUT_OF_MEMORY;
     for (int64_t k = 0; k < plane; k++) {
         const float *g = w + k * 9;
-        double gt[3][ALPHA]; /* g G^T */
+        double gt[3][MAX_ALPHA]; /* g G^T */
         for (int a = 0; a < 3; a++)
-            for (int j = 0; j < ALPHA; j++) gt[a][j] = g[3 * a] * G[j][0] + g[3 * a + 1] * G[j][1] + g[3 * a + 2] * G[j][2];
-        for (int i = 0; i < ALPHA; i++)
-            for (int j = 0; j < ALPHA; j++)
-                u[(i * ALPHA + j) * plane + k] = (float)(G[i][0] * gt[0][j] + G[i][1] * gt[1][j] + G[i][2] * gt[2][j]);
+            for (int j = 0; j < alpha; j++) gt[a][j] = g[3 * a] * G[j][0] + g[3 * a + 1] * G[j][1] + g[3 * a + 2] * G[j][2];
+        for (int i = 0; i < alpha; i++)
+            for (int j = 0; j < alpha; j++)
+                u[(i * alpha + j) * plane + k] = (float)(G[i][0] * gt[0][j] + G[i][1] * gt[1][j] + G[i][2] * gt[2][j]);
     }
     /* U[xi] is stored [cout][cin]: op(B) = U[xi]^T (cin x cout) transposed. */
-    af_status st = af_gemm_pack_b(c->isa, XI, cin, cout, u, cin, true, plane, &c->u);
+    af_status st = af_gemm_pack_b(c->isa, xi, cin, cout, u, cin, true, plane, &c->u);
     af_free(u);
     return st;
 }
@@ -80,11 +85,12 @@ typedef struct wino_layout {
 static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_threads, int mr, int nr,
                        wino_layout *l) {
     if (oh < 1 || ow < 1 || oh > INT32_MAX || ow > INT32_MAX || n_threads < 1) return false;
-    l->nty = ceil_div(oh, TILE);
-    l->ntx = ceil_div(ow, TILE);
+    const int64_t m = c->m, xi = (m + 2) * (m + 2);
+    l->nty = ceil_div(oh, m);
+    l->ntx = ceil_div(ow, m);
     /* Blocks of tiles whose transformed input stays in L2, at least MR tiles, and enough blocks
      * for every thread to have two. */
-    int64_t rows_max = BLOCK_V_BYTES / (XI * c->cin * (int64_t)sizeof(float)) / l->ntx;
+    int64_t rows_max = BLOCK_V_BYTES / (xi * c->cin * (int64_t)sizeof(float)) / l->ntx;
     if (rows_max * l->ntx < mr) rows_max = ceil_div(mr, l->ntx);
     if (rows_max < 1) rows_max = 1;
     int64_t n_blocks = ceil_div(l->nty, rows_max);
@@ -94,21 +100,21 @@ static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_
     /* Scratch is sized for the largest block any thread count picks (one thread's), so a
      * workspace planned for n threads serves runs on fewer. */
     const int64_t bt = min64(l->nty, rows_max) * l->ntx;
-    if (bt > (INT64_C(1) << 30) / (XI * (c->cin > nr ? c->cin : nr))) return false;
-    l->prow = TILE * min64(l->nty, rows_max) + 2;
+    if (bt > (INT64_C(1) << 30) / (xi * (c->cin > nr ? c->cin : nr))) return false;
+    l->prow = m * min64(l->nty, rows_max) + 2;
     l->pc_ld = (l->ntx + 1 + 15) & ~(int64_t)15; /* a tile reads its right neighbour's first two columns */
-    l->row_ld = TILE * l->pc_ld;
+    l->row_ld = m * l->pc_ld;
     size_t at = 0;
     l->phase_off = at;
-    at += round64((size_t)(TILE * l->prow * l->pc_ld) * sizeof(float));
+    at += round64((size_t)(m * l->prow * l->pc_ld) * sizeof(float));
     l->row_off = at;
     at += round64((size_t)l->row_ld * sizeof(float));
     l->v_off = at;
-    at += round64((size_t)(XI * c->cin * bt) * sizeof(float));
+    at += round64((size_t)(xi * c->cin * bt) * sizeof(float));
     l->m_off = at;
-    at += round64((size_t)(XI * nr * bt) * sizeof(float));
+    at += round64((size_t)(xi * nr * bt) * sizeof(float));
     l->px_off = at;
-    at += round64((size_t)(TILE * TILE * bt) * sizeof(float));
+    at += round64((size_t)(m * m * bt) * sizeof(float));
     l->thread_bytes = at;
     l->total = (size_t)n_threads * at;
     return true;
@@ -138,8 +144,9 @@ typedef struct wino_run {
 static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, char *scratch, float *v) {
     const wino_layout *l = &r->l;
     float *pc = (float *)(scratch + l->phase_off), *row = (float *)(scratch + l->row_off);
-    const int64_t phase_ld = l->prow * l->pc_ld, bt = n_rows * l->ntx, r0 = TILE * ty0;
-    const int64_t in_rows = TILE * n_rows + 2;
+    const int m = r->c->m, alpha = m + 2, xi = alpha * alpha;
+    const int64_t phase_ld = l->prow * l->pc_ld, bt = n_rows * l->ntx, r0 = m * ty0;
+    const int64_t in_rows = m * n_rows + 2;
     /* The input columns a padded row holds: [-pl, row_ld - pl) of [0, w). */
     const int64_t c_lo = r->pl, c_n = min64(r->w, l->row_ld - r->pl);
     for (int64_t ci = 0; ci < r->c->cin; ci++) {
@@ -147,18 +154,18 @@ static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, char
         for (int64_t k = 0; k < in_rows; k++) {
             const int64_t iy = r0 + k - r->pt;
             if (iy < 0 || iy >= r->h) {
-                for (int64_t b = 0; b < TILE; b++) memset(pc + b * phase_ld + k * l->pc_ld, 0, (size_t)l->pc_ld * sizeof *pc);
+                for (int64_t b = 0; b < m; b++) memset(pc + b * phase_ld + k * l->pc_ld, 0, (size_t)l->pc_ld * sizeof *pc);
                 continue;
             }
             memset(row, 0, (size_t)c_lo * sizeof *row);
             memcpy(row + c_lo, in + iy * r->w, (size_t)c_n * sizeof *row);
             memset(row + c_lo + c_n, 0, (size_t)(l->row_ld - c_lo - c_n) * sizeof *row);
-            r->vk->deinterleave4(l->pc_ld, row, pc + k * l->pc_ld, phase_ld);
+            r->vk->deinterleave(m, l->pc_ld, row, pc + k * l->pc_ld, phase_ld);
         }
         for (int64_t j = 0; j < n_rows; j++) {
-            const float *rows[ALPHA];
-            for (int i = 0; i < ALPHA; i++) rows[i] = pc + (TILE * j + i) * l->pc_ld;
-            r->vk->wino_input(l->ntx, rows, phase_ld, v + ci * XI * bt + j * l->ntx, bt);
+            const float *rows[MAX_ALPHA];
+            for (int i = 0; i < alpha; i++) rows[i] = pc + (m * j + i) * l->pc_ld;
+            r->vk->wino_input(m, l->ntx, rows, phase_ld, v + ci * xi * bt + j * l->ntx, bt);
         }
     }
 }
@@ -171,38 +178,38 @@ static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64
     const af_conv_winograd *c = r->c;
     const af_gemm_isa_cfg *cfg = r->cfg;
     const wino_layout *l = &r->l;
-    const int MR = cfg->mr, NR = cfg->nr, nr = (int)min64(NR, c->cout - co);
+    const int MR = cfg->mr, NR = cfg->nr, nr = (int)min64(NR, c->cout - co), m = c->m, xi_n = (m + 2) * (m + 2);
     const int64_t ntx = l->ntx, bt = n_rows * ntx, hw = r->oh * r->ow;
-    float *m = (float *)(scratch + l->m_off), *px = (float *)(scratch + l->px_off);
+    float *mp = (float *)(scratch + l->m_off), *px = (float *)(scratch + l->px_off);
     static const int32_t zero_offset = 0;
-    for (int64_t xi = 0; xi < XI; xi++) {
+    for (int64_t xi = 0; xi < xi_n; xi++) {
         const float *u = af_gemm_packed_item(c->u, xi) + co * c->cin;
         for (int64_t t = 0; t < bt; t += MR) {
             const af_gemm_tile_args a = {.kc = c->cin,
                                          .a = v + xi * bt + t,
                                          .tap_off = &zero_offset,
                                          .taps = 1,
-                                         .chan_ld = XI * bt,
+                                         .chan_ld = xi_n * bt,
                                          .b = u,
-                                         .c = m + xi * bt + t,
-                                         .ldc = XI * bt,
+                                         .c = mp + xi * bt + t,
+                                         .ldc = xi_n * bt,
                                          .mr = (int)min64(MR, bt - t),
                                          .nr = nr,
                                          .alpha = 1.0f};
             cfg->conv_tile(&a);
         }
     }
-    const int64_t full_tx = r->ow / TILE; /* tiles whose 4 columns are all inside */
-    const int64_t y0 = TILE * ty0, y1 = min64(r->oh, TILE * (ty0 + n_rows));
+    const int64_t full_tx = r->ow / m; /* tiles whose m columns are all inside */
+    const int64_t y0 = m * ty0, y1 = min64(r->oh, m * (ty0 + n_rows));
     for (int j = 0; j < nr; j++) {
-        r->vk->wino_output(bt, m + j * XI * bt, bt, px, bt);
+        r->vk->wino_output(m, bt, mp + j * xi_n * bt, bt, px, bt);
         float *plane = r->y + (co + j) * hw;
         for (int64_t oy = y0; oy < y1; oy++) {
-            const int64_t a = oy % TILE, t0 = (oy / TILE - ty0) * ntx;
+            const int64_t a = oy % m, t0 = (oy / m - ty0) * ntx;
             float *out = plane + oy * r->ow;
-            const float *p = px + (TILE * a) * bt + t0;
-            r->vk->interleave4(full_tx, p, bt, out);
-            for (int64_t ox = TILE * full_tx; ox < r->ow; ox++) out[ox] = p[(ox % TILE) * bt + ox / TILE];
+            const float *p = px + (m * a) * bt + t0;
+            r->vk->interleave(m, full_tx, p, bt, out);
+            for (int64_t ox = m * full_tx; ox < r->ow; ox++) out[ox] = p[(ox % m) * bt + ox / m];
         }
         if (r->epi)
             cfg->epilogue(r->epi, plane + y0 * r->ow, hw, 1, (int)((y1 - y0) * r->ow), co + j, y0 * r->ow, 0);
@@ -227,7 +234,7 @@ af_status af_conv_winograd_run(const af_conv_winograd *c, const af_conv_geom *ge
     wino_run r = {.c = c, .cfg = af_gemm_isa_cfg_for(c->isa), .vk = af_vec_kernels_for(c->isa), .x = x, .y = y,
                   .h = h, .w = w, .oh = oh, .ow = ow, .epi = epi && epi->n_steps ? epi : NULL,
                   .scratch = workspace};
-    if (!c->u || !af_conv_winograd_suits(geo, 3, 3, 1, c->cin, c->cout, oh, ow) ||
+    if (!c->u || af_conv_winograd_tile(geo, 3, 3, 1, c->cin, c->cout, oh, ow) != c->m ||
         !layout_for(c, oh, ow, af_threadpool_n_threads(pool), r.cfg->mr, r.cfg->nr, &r.l) || !workspace ||
         r.l.total > workspace_bytes || oh * ow > INT32_MAX)
         return AF_ERR_RUNTIME;
