@@ -111,7 +111,7 @@ fuzz-smoke: fuzz $(FUZZ_SEEDS)
 	@for f in load pipeline; do \
 	    mkdir -p $(FUZZ_BUILD)/corpus_$$f; \
 	    echo "== fuzz_$$f for $(FUZZ_TIME)s"; \
-	    AF_FUZZ_BASE_DIR=tests/robustness ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+	    XDG_CACHE_HOME=$(CURDIR)/$(FUZZ_BUILD)/cache AF_FUZZ_BASE_DIR=tests/robustness ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
 	    $(FUZZ_BUILD)/fuzz_$$f -max_total_time=$(FUZZ_TIME) -timeout=20 -rss_limit_mb=2048 -max_len=4194304 \
 	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/ \
 	        $(FUZZ_BUILD)/corpus_$$f $(FUZZ_SEEDS) >$(FUZZ_BUILD)/fuzz_$$f.log 2>&1; rc=$$?; \
@@ -120,14 +120,16 @@ fuzz-smoke: fuzz $(FUZZ_SEEDS)
 	done
 
 # The concurrency tests (thread pool, sessions in parallel, one session from several threads, plan
-# swaps under runs in flight) under ThreadSanitizer.
+# swaps under runs in flight) under ThreadSanitizer. Like tests/run_all.sh, they keep the measured
+# hardware figures in a cache of their own, never the user's.
 TSAN_BUILD := build-tsan
+TSAN_ENV := XDG_CACHE_HOME=$(CURDIR)/$(TSAN_BUILD)/cache TSAN_OPTIONS=halt_on_error=1
 check-tsan:
 	$(MAKE) BUILD=$(TSAN_BUILD) CC=clang OPT='-O1 -g -fsanitize=thread -Wno-unknown-warning-option' \
 	    $(TSAN_BUILD)/test_unit
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/test_unit threads
-	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/test_unit gemm_threads
-	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/test_unit fast_conv
+	$(TSAN_ENV):second_deadlock_stack=1 $(TSAN_BUILD)/test_unit threads
+	$(TSAN_ENV) $(TSAN_BUILD)/test_unit gemm_threads
+	$(TSAN_ENV) $(TSAN_BUILD)/test_unit fast_conv
 
 clean:
 	rm -rf build build-san $(FUZZ_BUILD) $(TSAN_BUILD)

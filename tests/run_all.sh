@@ -7,7 +7,12 @@ total_pass=0
 total_fail=0
 status=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# Sessions measure the hardware once and cache the figures (docs/cost_model.md). Tests keep
+# theirs in a folder of their own: measured on a loaded machine (CI, the sanitizer builds), they
+# would otherwise replace the user's cache and change the plans later runs make.
+XDG_CACHE_HOME=$(mktemp -d)
+export XDG_CACHE_HOME
+trap 'rm -rf "$log" "$XDG_CACHE_HOME"' EXIT
 
 suite() { # name, command...
     name=$1

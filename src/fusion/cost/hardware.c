@@ -364,15 +364,31 @@ typedef struct cache_values {
     double peak_gflops_core, bw_l2_core, bw_l3_core, bw_dram_core, bw_dram_all; /* 0: absent */
 } cache_values;
 
+/* The file holds the CPU's name and core count, then one section per ISA level ("isa=NAME" and
+ * its values), so sessions at different levels (AF_ISA, the session option) keep their own
+ * measurements instead of replacing each other's: before, a run at another level re-measured,
+ * on whatever load the machine had, and overwrote the native level's figures. */
+typedef struct cache_file {
+    cache_values isa[AF_ISA_COUNT];
+} cache_file;
+
 static bool positive(double v) { return isfinite(v) && v > 0; }
 
-/* Reads the cache; false when absent, for another CPU, or corrupt (any malformed line). */
-static bool cache_read(const char *path, const af_hw_model *hw, cache_values *cv) {
-    memset(cv, 0, sizeof *cv);
+static int isa_named(const char *name) {
+    for (int i = 0; i < AF_ISA_COUNT; i++)
+        if (!strcmp(name, af_isa_name((af_isa)i))) return i;
+    return -1;
+}
+
+/* Reads the cache; false (and cf empty) when absent, for another CPU or core count, or corrupt
+ * (any malformed line, a value outside a section, bandwidths not all given together). */
+static bool cache_read(const char *path, const af_hw_model *hw, cache_file *cf) {
+    memset(cf, 0, sizeof *cf);
     FILE *f = fopen(path, "r");
     if (!f) return false;
     char line[256];
-    bool ok = true, cpu = false, isa = false, cores = false, version = false;
+    bool ok = true, cpu = false, cores = false, version = false;
+    cache_values *cv = NULL; /* the current section */
     while (ok && fgets(line, sizeof line, f)) {
         size_t len = strcspn(line, "\r\n");
         if (line[len] == '\0' && !feof(f)) ok = false; /* a line longer than any we write */
@@ -390,8 +406,12 @@ static bool cache_read(const char *path, const af_hw_model *hw, cache_values *cv
         bool num = end != val && *end == '\0' && positive(d);
         if (!strcmp(key, "version")) version = num && (int)d == CACHE_VERSION;
         else if (!strcmp(key, "cpu")) cpu = !strcmp(val, hw->cpu_model);
-        else if (!strcmp(key, "isa")) isa = !strcmp(val, af_isa_name(hw->isa));
         else if (!strcmp(key, "cores")) cores = num && (int)d == hw->n_cores_probed;
+        else if (!strcmp(key, "isa")) {
+            int i = isa_named(val);
+            ok = i >= 0;
+            cv = ok ? &cf->isa[i] : NULL;
+        } else if (!cv) ok = false;
         else if (!strcmp(key, "peak_gflops_core")) ok = num && (cv->peak_gflops_core = d, 1);
         else if (!strcmp(key, "bw_l2_core_gbs")) ok = num && (cv->bw_l2_core = d, 1);
         else if (!strcmp(key, "bw_l3_core_gbs")) ok = num && (cv->bw_l3_core = d, 1);
@@ -400,11 +420,14 @@ static bool cache_read(const char *path, const af_hw_model *hw, cache_values *cv
         else ok = false;
     }
     fclose(f);
-    bool bw_set = cv->bw_l2_core || cv->bw_l3_core || cv->bw_dram_core || cv->bw_dram_all;
-    bool bw_full = cv->bw_l2_core && cv->bw_l3_core && cv->bw_dram_core && cv->bw_dram_all;
-    if (bw_set && !bw_full) ok = false; /* bandwidths are measured and stored together */
-    if (!ok || !cpu || !isa || !cores || !version) memset(cv, 0, sizeof *cv);
-    return ok && cpu && isa && cores && version;
+    for (int i = 0; i < AF_ISA_COUNT; i++) {
+        const cache_values *c = &cf->isa[i];
+        bool bw_set = c->bw_l2_core || c->bw_l3_core || c->bw_dram_core || c->bw_dram_all;
+        bool bw_full = c->bw_l2_core && c->bw_l3_core && c->bw_dram_core && c->bw_dram_all;
+        if (bw_set && !bw_full) ok = false; /* bandwidths are measured and stored together */
+    }
+    if (!ok || !cpu || !cores || !version) memset(cf, 0, sizeof *cf);
+    return ok && cpu && cores && version;
 }
 
 /* Creates the folders above path (mkdir -p of its dirname); failures surface when writing. */
@@ -420,19 +443,23 @@ static void make_parents(const char *path) {
 }
 
 /* Writes the file beside its final name and renames it, so a reader never sees half of it. */
-static void cache_write(const char *path, const af_hw_model *hw, const cache_values *cv) {
+static void cache_write(const char *path, const af_hw_model *hw, const cache_file *cf) {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
     make_parents(path);
     FILE *f = fopen(tmp, "w");
     if (!f) return;
-    fprintf(f, "# autofusion hardware model: measured once, read by later runs; delete to re-measure\n");
-    fprintf(f, "version=%d\ncpu=%s\nisa=%s\ncores=%d\n", CACHE_VERSION, hw->cpu_model, af_isa_name(hw->isa),
-            hw->n_cores_probed);
-    if (cv->peak_gflops_core) fprintf(f, "peak_gflops_core=%.6g\n", cv->peak_gflops_core);
-    if (cv->bw_dram_all) {
-        fprintf(f, "bw_l2_core_gbs=%.6g\nbw_l3_core_gbs=%.6g\n", cv->bw_l2_core, cv->bw_l3_core);
-        fprintf(f, "bw_dram_core_gbs=%.6g\nbw_dram_all_gbs=%.6g\n", cv->bw_dram_core, cv->bw_dram_all);
+    fprintf(f, "# autofusion hardware model: measured once per ISA level, read by later runs; delete to re-measure\n");
+    fprintf(f, "version=%d\ncpu=%s\ncores=%d\n", CACHE_VERSION, hw->cpu_model, hw->n_cores_probed);
+    for (int i = 0; i < AF_ISA_COUNT; i++) {
+        const cache_values *cv = &cf->isa[i];
+        if (!cv->peak_gflops_core && !cv->bw_dram_all) continue;
+        fprintf(f, "isa=%s\n", af_isa_name((af_isa)i));
+        if (cv->peak_gflops_core) fprintf(f, "peak_gflops_core=%.6g\n", cv->peak_gflops_core);
+        if (cv->bw_dram_all) {
+            fprintf(f, "bw_l2_core_gbs=%.6g\nbw_l3_core_gbs=%.6g\n", cv->bw_l2_core, cv->bw_l3_core);
+            fprintf(f, "bw_dram_core_gbs=%.6g\nbw_dram_all_gbs=%.6g\n", cv->bw_dram_core, cv->bw_dram_all);
+        }
     }
     bool ok = !ferror(f);
     if (fclose(f) != 0) ok = false;
@@ -523,8 +550,11 @@ af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_err
         char path[1024];
         if (cfg && cfg->hardware_cache) snprintf(path, sizeof path, "%s", cfg->hardware_cache);
         else af_hw_default_cache_path(path, sizeof path);
-        cache_values cv = {0};
-        if (path[0]) cache_read(path, hw, &cv); /* a missing, foreign or corrupt file leaves cv empty */
+        cache_file cf;
+        memset(&cf, 0, sizeof cf);
+        if (path[0]) cache_read(path, hw, &cf); /* a missing, foreign or corrupt file leaves cf empty */
+        const int level = (unsigned)hw->isa < AF_ISA_COUNT ? (int)hw->isa : 0;
+        cache_values cv = cf.isa[level];
         if (need_peak && cv.peak_gflops_core) {
             hw->peak_gflops_core = cv.peak_gflops_core;
             hw->peak_source = AF_HW_CACHED;
@@ -559,7 +589,8 @@ af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_err
                 }
             }
             hw->bench_ms = need_peak || need_bw ? now_ms() - t0 : 0;
-            if (path[0] && (cv.peak_gflops_core || cv.bw_dram_all)) cache_write(path, hw, &cv);
+            cf.isa[level] = cv;
+            if (path[0] && (cv.peak_gflops_core || cv.bw_dram_all)) cache_write(path, hw, &cf);
         }
     }
     finish(hw);
