@@ -134,6 +134,11 @@ static void tile_task(void *ctx, int task, int thread) {
     for (int64_t jp = p_lo; jp < p_hi; jp++) {
         const int64_t co = jp * NR;
         const int nr = (int)min64(NR, c->cout - co);
+        /* The first tile of a panel prefetches the next panel, one row of NR weights per k step
+         * (the other tiles re-touch their own panel's first row): the weights of the large layers
+         * stream from DRAM once per run, a latency the hardware prefetcher leaves exposed. */
+        const float *next = jp + 1 < p_hi ? panels + (jp + 1) * K * NR : panels + jp * K * NR;
+        bool first = true;
         for (int64_t oy = y_lo; oy < y_hi; oy++) {
             const int64_t n0 = oy * r->row_len, len = min64(r->row_len, hw - n0);
             for (int64_t ox = 0; ox < len; ox += MR) {
@@ -152,8 +157,11 @@ static void tile_task(void *ctx, int task, int thread) {
                                              .mr = mr,
                                              .nr = nr,
                                              .alpha = 1.0f,
+                                             .pf = first ? next : panels + jp * K * NR,
+                                             .pf_ld = first ? NR : 0,
                                              .fused = r->in_registers ? &ft : NULL};
                 cfg->conv_tile(&t);
+                first = false;
                 if (r->epi && !r->in_registers) cfg->epilogue(r->epi, cp, hw, nr, mr, co, n0 + ox, 0);
             }
         }

@@ -184,6 +184,8 @@ static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64
     static const int32_t zero_offset = 0;
     for (int64_t xi = 0; xi < xi_n; xi++) {
         const float *u = af_gemm_packed_item(c->u, xi) + co * c->cin;
+        /* The first tile prefetches the next position's panel (see conv_implicit.c). */
+        const float *next = xi + 1 < xi_n ? af_gemm_packed_item(c->u, xi + 1) + co * c->cin : u;
         for (int64_t t = 0; t < bt; t += MR) {
             const af_gemm_tile_args a = {.kc = c->cin,
                                          .a = v + xi * bt + t,
@@ -195,7 +197,9 @@ static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64
                                          .ldc = xi_n * bt,
                                          .mr = (int)min64(MR, bt - t),
                                          .nr = nr,
-                                         .alpha = 1.0f};
+                                         .alpha = 1.0f,
+                                         .pf = t == 0 ? next : u,
+                                         .pf_ld = t == 0 ? NR : 0};
             cfg->conv_tile(&a);
         }
     }

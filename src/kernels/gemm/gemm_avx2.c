@@ -128,10 +128,10 @@ TARGET void af_f32_gemm_ukernel_6x16__avx2(const af_gemm_tile_args *t) {
  * the driver runs the epilogue (conv_fused is false here). */
 TARGET static inline __attribute__((always_inline)) void conv_kernel(const int MR_, const int NV,
                                                                      const af_gemm_tile_args *t) {
-    const float *a = t->a, *restrict b = t->b;
+    const float *a = t->a, *restrict b = t->b, *pf = t->pf;
     const int taps = t->taps;
     const int32_t *off = t->tap_off;
-    const int64_t chan_ld = t->chan_ld, nch = t->kc / taps;
+    const int64_t chan_ld = t->chan_ld, nch = t->kc / taps, pf_ld = t->pf_ld;
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int i = 0; i < MR_; i++)
@@ -149,6 +149,8 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
                 if (NV > 1) acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
             }
             _mm_prefetch((const char *)(ahead + off[j]), _MM_HINT_T0);
+            _mm_prefetch((const char *)pf, _MM_HINT_T1);
+            pf += pf_ld;
         }
     }
     float tile[MR][NR];

@@ -218,10 +218,10 @@ TARGET void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t) {
  * into rows of channels, so the fused steps and the stores are those of a GEMM tile of C. */
 TARGET static inline __attribute__((always_inline)) void conv_kernel(const int MR_, const int NV,
                                                                      const af_gemm_tile_args *t) {
-    const float *a = t->a, *restrict b = t->b;
+    const float *a = t->a, *restrict b = t->b, *pf = t->pf;
     const int taps = t->taps;
     const int32_t *off = t->tap_off;
-    const int64_t chan_ld = t->chan_ld, nch = t->kc / taps;
+    const int64_t chan_ld = t->chan_ld, nch = t->kc / taps, pf_ld = t->pf_ld;
     __m512 acc[MR][2];
 #pragma GCC unroll 14
     for (int i = 0; i < MR_; i++)
@@ -240,6 +240,9 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
             }
             _mm_prefetch((const char *)(ahead + off[j]), _MM_HINT_T0);
             _mm_prefetch((const char *)(ahead + off[j] + MR_ - 1), _MM_HINT_T0); /* the pixels may span two lines */
+            _mm_prefetch((const char *)pf, _MM_HINT_T1);
+            _mm_prefetch((const char *)(pf + 16), _MM_HINT_T1);
+            pf += pf_ld;
         }
     }
     float *restrict c = t->c;

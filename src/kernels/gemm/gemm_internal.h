@@ -79,7 +79,8 @@ typedef struct af_gemm_isa_cfg {
      * The pixels are broadcast from the input as tap_off describes, b is a packed panel of NR
      * channels (k-major, like a packed B), and the tile is stored transposed, as rows of channels:
      * C[j * ldc + i] for channel j, pixel i, with `fused` (rows = channels) when conv_fused. alpha
-     * 1 and beta 0 (C is only written). */
+     * 1 and beta 0 (C is only written). pf / pf_ld as for `tile` (pf must be set): the driver
+     * points it at the next weight panel, which on the large layers comes from DRAM. */
     af_gemm_tile_fn conv_tile;
     bool conv_fused;
     af_gemm_pack_fn pack;
