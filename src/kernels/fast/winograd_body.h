@@ -16,6 +16,13 @@
  * lane is one tile's formula, so results do not depend on where a row of tiles is split.
  */
 
+/* The first k lanes at p (mask: those lanes), k <= FV_W: a whole vector when k == FV_W. */
+FV_INLINE fv_v wino_load(const float *p, int64_t k, fv_m mask) { return k == FV_W ? fv_load(p) : fv_loadm(p, mask); }
+FV_INLINE void wino_store(float *p, int64_t k, fv_m mask, fv_v v) {
+    if (k == FV_W) fv_store(p, v);
+    else fv_storem(p, mask, v);
+}
+
 /* y[b * y_ld + u] = x[m u + b] for u < n, b < m (m = 2 or 4): a padded input row split into the
  * column phases the input transform reads. */
 FV_TARGET static void FV_NAME(f32_deinterleave)(int m, int64_t n, const float *x, float *y, int64_t y_ld) {
@@ -40,7 +47,7 @@ FV_TARGET static void FV_NAME(f32_interleave)(int m, int64_t n, const float *y, 
     for (; u < n; u += FV_W) {
         const int64_t k = n - u < FV_W ? n - u : FV_W;
         fv_v in[4];
-        for (int b = 0; b < m; b++) in[b] = k == FV_W ? fv_load(y + b * y_ld + u) : fv_loadm(y + b * y_ld + u, fv_tail(k));
+        for (int b = 0; b < m; b++) in[b] = wino_load(y + b * y_ld + u, k, fv_tail(k));
         if (m == 4) fv_int4(in, x + 4 * u, k);
         else fv_int2(in, x + 2 * u, k);
     }
@@ -98,10 +105,7 @@ FV_INLINE void wino_input_m(const int m, int64_t n, const float *const rows[6], 
         fv_v s[6][6]; /* s[i'][j] = (B^T d)[i'][j] */
         for (int j = 0; j < A; j++) {
             fv_v d[6], c[6];
-            for (int i = 0; i < A; i++) {
-                const float *p = rows[i] + (j % m) * phase_ld + t + j / m;
-                d[i] = k == FV_W ? fv_load(p) : fv_loadm(p, mask);
-            }
+            for (int i = 0; i < A; i++) d[i] = wino_load(rows[i] + (j % m) * phase_ld + t + j / m, k, mask);
             if (m == 4) wino_bt6(d, c);
             else wino_bt4(d, c);
             for (int i = 0; i < A; i++) s[i][j] = c[i];
@@ -110,11 +114,7 @@ FV_INLINE void wino_input_m(const int m, int64_t n, const float *const rows[6], 
             fv_v o[6];
             if (m == 4) wino_bt6(s[i], o);
             else wino_bt4(s[i], o);
-            for (int j = 0; j < A; j++) {
-                float *q = v + (A * i + j) * v_ld + t;
-                if (k == FV_W) fv_store(q, o[j]);
-                else fv_storem(q, mask, o[j]);
-            }
+            for (int j = 0; j < A; j++) wino_store(v + (A * i + j) * v_ld + t, k, mask, o[j]);
         }
     }
 }
@@ -129,10 +129,7 @@ FV_INLINE void wino_output_m(const int m, int64_t n, const float *mp, int64_t m_
         fv_v r[4][6]; /* r[a][j] = (A^T M)[a][j] */
         for (int j = 0; j < A; j++) {
             fv_v col[6], o[4];
-            for (int i = 0; i < A; i++) {
-                const float *p = mp + (A * i + j) * m_ld + t;
-                col[i] = k == FV_W ? fv_load(p) : fv_loadm(p, mask);
-            }
+            for (int i = 0; i < A; i++) col[i] = wino_load(mp + (A * i + j) * m_ld + t, k, mask);
             if (m == 4) wino_at6(col, o);
             else wino_at4(col, o);
             for (int a = 0; a < m; a++) r[a][j] = o[a];
@@ -141,11 +138,7 @@ FV_INLINE void wino_output_m(const int m, int64_t n, const float *mp, int64_t m_
             fv_v o[4];
             if (m == 4) wino_at6(r[a], o);
             else wino_at4(r[a], o);
-            for (int b = 0; b < m; b++) {
-                float *q = y + (m * a + b) * y_ld + t;
-                if (k == FV_W) fv_store(q, o[b]);
-                else fv_storem(q, mask, o[b]);
-            }
+            for (int b = 0; b < m; b++) wino_store(y + (m * a + b) * y_ld + t, k, mask, o[b]);
         }
     }
 }
