@@ -242,3 +242,37 @@ AF_TEST(fast_conv_winograd_2x2_matches_reference) {
     };
     check_cases(cases, sizeof cases / sizeof cases[0], winograd_2x2_kernel, winograd_tol);
 }
+
+/* A Winograd conv prepared for one plane runs a smaller one too (dynamic shapes): 20x20 has 25
+ * tiles of 4x4, under the 32 the kernel choice asks for, yet the prepared F(4x4) kernel must run
+ * it, not fail. */
+AF_TEST(fast_conv_winograd_runs_a_smaller_plane) {
+    fx_pools pools;
+    CHECK(fx_pools_init(&pools));
+    const conv_case cc = {1, 32, 40, 30, 30, 3, 1, 1, 1, true, 0, 0};
+    fx f;
+    fx_init(&f, AF_OP_CONV, 17);
+    fx_input(&f, fx_rand(4, (int64_t[]){1, cc.cin, cc.h, cc.w}, -1, 1, 11), false);
+    fx_input(&f, fx_rand(4, (int64_t[]){cc.cout, cc.cin, 3, 3}, -1, 1, 12), true);
+    fx_input(&f, fx_rand(1, (int64_t[]){cc.cout}, -1, 1, 13), true);
+    fx_ints(&f, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    fx_outputs(&f, 1, 1);
+    af_kernel k;
+    CHECK(fx_prepare(&f, af_cpu_isa(), &k));
+    CHECK(strcmp(k.name, "f32_conv3x3_winograd_f4x4") == 0);
+    af_tensor_free_data(&f.in[0]);
+    f.in[0] = fx_rand(4, (int64_t[]){1, cc.cin, 20, 20}, -1, 1, 14);
+    af_tensor want[FX_MAX_OUT], got[FX_MAX_OUT];
+    CHECK(fx_run_reference(&f, want) == AF_OK);
+    af_threadpool *pl[2] = {pools.one, pools.two};
+    for (int p = 0; p < 2; p++) {
+        CHECK(fx_run_fast(&f, &k, pl[p], got) == AF_OK);
+        CHECK(got[0].dims[2] == 20 && got[0].dims[3] == 20);
+        CHECK_EQ_INT(fx_count_off(&got[0], &want[0], winograd_tol(&cc), k.name), 0);
+        fx_free_outputs(&f, got);
+    }
+    fx_free_outputs(&f, want);
+    af_kernel_release(&k);
+    fx_free(&f);
+    fx_pools_free(&pools);
+}

@@ -238,7 +238,11 @@ af_status af_conv_winograd_run(const af_conv_winograd *c, const af_conv_geom *ge
     wino_run r = {.c = c, .cfg = af_gemm_isa_cfg_for(c->isa), .vk = af_vec_kernels_for(c->isa), .x = x, .y = y,
                   .h = h, .w = w, .oh = oh, .ow = ow, .epi = epi && epi->n_steps ? epi : NULL,
                   .scratch = workspace};
-    if (!c->u || af_conv_winograd_tile(geo, 3, 3, 1, c->cin, c->cout, oh, ow) != c->m ||
+    /* Any plane size runs (a smaller one than prepared for, with dynamic shapes): the tile
+     * thresholds of af_conv_winograd_tile are for speed only. */
+    const bool unit = geo->n_sp == 2 && geo->stride[0] == 1 && geo->stride[1] == 1 && geo->dilation[0] == 1 &&
+                      geo->dilation[1] == 1;
+    if (!c->u || !unit ||
         !layout_for(c, oh, ow, af_threadpool_n_threads(pool), r.cfg->mr, r.cfg->nr, &r.l) || !workspace ||
         r.l.total > workspace_bytes || oh * ow > INT32_MAX)
         return AF_ERR_RUNTIME;

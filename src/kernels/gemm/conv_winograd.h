@@ -53,8 +53,8 @@ void af_conv_winograd_release(af_conv_winograd *c);
 /* Scratch bytes one image needs with n_threads threads (the transformed input and products, and
  * each thread's phase rows); 0 when the sizes overflow. */
 size_t af_conv_winograd_workspace(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_threads);
-/* One image: x is [cin, h, w], y is [cout, oh, ow]; geo must be one af_conv_winograd_tile gives
- * c->m for. epi
+/* One image: x is [cin, h, w], y is [cout, oh, ow]; geo must be 2-D at stride 1 and dilation 1
+ * (any plane size whose workspace fits, not only those af_conv_winograd_tile picks c->m for). epi
  * (bias first, vectors offset to this image; m = output channel, n = flattened output pixel) is
  * applied to every output element once. AF_ERR_RUNTIME when the geometry is not one this kernel
  * runs or the workspace is too small, AF_ERR_LIMIT when the work does not fit the pool's task
