@@ -5,7 +5,6 @@
 
 #include "kernels/fast/vec_internal.h"
 #include "kernels/gemm/gemm_internal.h"
-#include "kernels/gemm/strided_row.h"
 #include "util/alloc.h"
 
 #define MAX_ALPHA 6 /* input pixels per tile side, m + 3 - 1, for the largest tile */
