@@ -374,12 +374,6 @@ typedef struct cache_file {
 
 static bool positive(double v) { return isfinite(v) && v > 0; }
 
-static int isa_named(const char *name) {
-    for (int i = 0; i < AF_ISA_COUNT; i++)
-        if (!strcmp(name, af_isa_name((af_isa)i))) return i;
-    return -1;
-}
-
 /* Reads the cache; false (and cf empty) when absent, for another CPU or core count, or corrupt
  * (any malformed line, a value outside a section, bandwidths not all given together). */
 static bool cache_read(const char *path, const af_hw_model *hw, cache_file *cf) {
@@ -408,7 +402,7 @@ static bool cache_read(const char *path, const af_hw_model *hw, cache_file *cf) 
         else if (!strcmp(key, "cpu")) cpu = !strcmp(val, hw->cpu_model);
         else if (!strcmp(key, "cores")) cores = num && (int)d == hw->n_cores_probed;
         else if (!strcmp(key, "isa")) {
-            int i = isa_named(val);
+            int i = af_isa_parse(val);
             ok = i >= 0;
             cv = ok ? &cf->isa[i] : NULL;
         } else if (!cv) ok = false;
