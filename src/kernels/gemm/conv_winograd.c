@@ -9,8 +9,8 @@
 
 #define MAX_ALPHA 6 /* input pixels per tile side, m + 3 - 1, for the largest tile */
 
-/* A block of tiles whose transformed input (36 cin floats a tile) stays in L2 while every panel
- * of U passes over it. */
+/* A block of tiles whose transformed input ((m + 2)^2 cin floats a tile) stays in L2 while every
+ * panel of U passes over it. */
 #define BLOCK_V_BYTES (512 * 1024)
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -55,7 +55,8 @@ af_status af_conv_winograd_prepare(af_isa isa, int m, const float *w, int64_t co
         const float *g = w + k * 9;
         double gt[3][MAX_ALPHA]; /* g G^T */
         for (int a = 0; a < 3; a++)
-            for (int j = 0; j < alpha; j++) gt[a][j] = g[3 * a] * G[j][0] + g[3 * a + 1] * G[j][1] + g[3 * a + 2] * G[j][2];
+            for (int j = 0; j < alpha; j++)
+                gt[a][j] = g[3 * a] * G[j][0] + g[3 * a + 1] * G[j][1] + g[3 * a + 2] * G[j][2];
         for (int i = 0; i < alpha; i++)
             for (int j = 0; j < alpha; j++)
                 u[(i * alpha + j) * plane + k] = (float)(G[i][0] * gt[0][j] + G[i][1] * gt[1][j] + G[i][2] * gt[2][j]);
@@ -77,7 +78,7 @@ typedef struct wino_layout {
     int64_t block_rows;      /* tile rows per block; a block holds block_rows * ntx tiles */
     int64_t n_blocks;
     int64_t prow, pc_ld;     /* a block's phase rows: prow padded rows of pc_ld floats per phase */
-    int64_t row_ld;          /* the padded input row: 4 pc_ld floats, a whole number of vectors */
+    int64_t row_ld;          /* the padded input row: m pc_ld floats, a whole number of vectors */
     size_t phase_off, row_off, v_off, m_off, px_off, thread_bytes, total;
 } wino_layout;
 
@@ -138,8 +139,9 @@ typedef struct wino_run {
 } wino_run;
 
 /* One block's input transform: for each input channel, the block's padded input rows split by
- * column phase (phase b of padded row r, column u: xpad[r][4 u + b]), so each of a tile's 36
- * inputs is a contiguous row over the tiles; then V[xi][ci][t] for the block's tiles t. */
+ * column phase (phase b of padded row r, column u: xpad[r][m u + b]), so each of a tile's
+ * (m + 2)^2 inputs is a contiguous row over the tiles; then V[ci][xi][t] for the block's tiles t
+ * (channel-major: each channel's transform writes consecutive rows). */
 static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, char *scratch, float *v) {
     const wino_layout *l = &r->l;
     float *pc = (float *)(scratch + l->phase_off), *row = (float *)(scratch + l->row_off);
@@ -153,7 +155,8 @@ static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, char
         for (int64_t k = 0; k < in_rows; k++) {
             const int64_t iy = r0 + k - r->pt;
             if (iy < 0 || iy >= r->h) {
-                for (int64_t b = 0; b < m; b++) memset(pc + b * phase_ld + k * l->pc_ld, 0, (size_t)l->pc_ld * sizeof *pc);
+                for (int64_t b = 0; b < m; b++)
+                    memset(pc + b * phase_ld + k * l->pc_ld, 0, (size_t)l->pc_ld * sizeof *pc);
                 continue;
             }
             memset(row, 0, (size_t)c_lo * sizeof *row);
@@ -169,9 +172,10 @@ static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, char
     }
 }
 
-/* One block, one panel of NR output channels: M[xi] = U[xi] V[xi] for the 36 positions on the
- * convolution tile (tiles broadcast, one channel of V[xi] per k step), then each channel's output
- * transform, interleaved into its output rows, and the epilogue on those rows while in L1. */
+/* One block, one panel of NR output channels: M[co][xi] = U[xi] V[xi] for the (m + 2)^2
+ * positions on the convolution tile (tiles broadcast, one channel of V[xi] per k step), then each
+ * channel's output transform, interleaved into its output rows, and the epilogue on those rows
+ * while in L1. */
 static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64_t co, char *scratch,
                            const float *v) {
     const af_conv_winograd *c = r->c;
