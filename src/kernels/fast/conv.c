@@ -140,27 +140,19 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         return af_depthwise_conv_run(&s->dw, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool, workspace,
                                      k->workspace_bytes);
 
-    if (s->wino.u) {
-        for (int64_t n = 0; n < n_img; n++) {
-            af_epilogue e;
-            if ((st = group_epilogue(s, epi, n, 0, s->cout, hw, &e)) != AF_OK)
-                return af_ctx_fail(c, st, "epilogue too long");
-            st = af_conv_winograd_run(&s->wino, &geo, xd + n * s->cin * hw_in, yd + n * s->cout * hw, h, wd, oh, ow,
-                                      &e, pool, workspace, k->workspace_bytes);
-            if (st == AF_ERR_LIMIT) return af_ctx_fail(c, st, "convolution too large to split into tasks");
-            if (st != AF_OK) return af_ctx_fail(c, st, "input is larger than the session planned for");
-        }
-        return AF_OK;
-    }
-    if (s->implicit.w) {
-        if (!af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
+    if (s->wino.u || s->implicit.w) { /* one image at a time, both kernels alike */
+        if (s->implicit.w && !af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
             return af_ctx_fail(c, AF_ERR_RUNTIME, "geometry differs from the prepared one");
         for (int64_t n = 0; n < n_img; n++) {
             af_epilogue e;
             if ((st = group_epilogue(s, epi, n, 0, s->cout, hw, &e)) != AF_OK)
                 return af_ctx_fail(c, st, "epilogue too long");
-            st = af_conv_implicit_run(&s->implicit, &geo, xd + n * s->cin * hw_in, yd + n * s->cout * hw, h, wd, oh,
-                                      ow, &e, pool, workspace, k->workspace_bytes);
+            const float *xn = xd + n * s->cin * hw_in;
+            float *yn = yd + n * s->cout * hw;
+            st = s->wino.u ? af_conv_winograd_run(&s->wino, &geo, xn, yn, h, wd, oh, ow, &e, pool, workspace,
+                                                  k->workspace_bytes)
+                           : af_conv_implicit_run(&s->implicit, &geo, xn, yn, h, wd, oh, ow, &e, pool, workspace,
+                                                  k->workspace_bytes);
             if (st == AF_ERR_LIMIT) return af_ctx_fail(c, st, "convolution too large to split into tasks");
             if (st != AF_OK) return af_ctx_fail(c, st, "input is larger than the session planned for");
         }
