@@ -375,6 +375,64 @@ AF_TEST(gemm_threads_and_packing_bit_identical) {
     af_threadpool_free(pools[2]);
 }
 
+AF_TEST(gemm_vector_products_match_tile_path) {
+    /* N = 1 on a packed A and M = 1 on a packed B run the ISA's gemv kernel; the same product
+     * with the vector's operand packed too, or strided, runs the tile kernels. Both must match the
+     * reference and each other bit for bit, at every thread count, over several K blocks, with
+     * alpha, beta, per-item weights or shared ones, and an epilogue (bias then HardSigmoid). */
+    static float bias[2][1000];
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 1000; i++) bias[b][i] = 0.001f * (float)(i % 97) - 0.05f + 0.5f * (float)b;
+    af_threadpool *pools[3] = {NULL, NULL, NULL};
+    CHECK(af_threadpool_create(2, &pools[1]) == AF_OK);
+    CHECK(af_threadpool_create(3, &pools[2]) == AF_OK);
+    static const int64_t lens[] = {1000, 257, 33, 14, 1};
+    static const int64_t ks[] = {700, 33, 1};
+    for (int li = 0; li < 5; li++)
+        for (int ki = 0; ki < 3; ki++)
+            for (int v = 0; v < 16; v++) {
+                const bool column = v & 1; /* N = 1 (weights are A); else M = 1 (weights are B) */
+                af_epilogue e;
+                af_epilogue_init(&e);
+                CHECK(af_epilogue_vec(&e, column ? AF_EPI_BIAS_ROW : AF_EPI_BIAS_COL, bias[0], NULL) == AF_OK);
+                e.steps[0].batch_stride = 1000;
+                CHECK(af_epilogue_unary(&e, AF_EPI_HARD_SIGMOID, 0.2f, 0.5f) == AF_OK);
+                gcase c = {.M = column ? lens[li] : 1, .N = column ? 1 : lens[li], .K = ks[ki], .batch = 2,
+                           .trans_a = (v >> 1) & 1, .trans_b = (v >> 1) & 1, .pack_a = column, .pack_b = !column,
+                           .alpha = (v >> 2) & 1 ? -0.75f : 1.0f, .beta = (v >> 3) & 1 ? 0.5f : 0.0f,
+                           .sa = column && li % 2 ? 0 : -1, .sb = !column && li % 2 ? 0 : -1, .sc = -1,
+                           .epi = ki == 0 ? &e : NULL};
+                gbufs g;
+                if (!make_bufs(&c, &g)) {
+                    CHECK(!"out of memory");
+                    break;
+                }
+                reference(&c, &g);
+                float *first = af_malloc(g.nc * sizeof(float));
+                for (int isa = 0; first && isa < n_isas(); isa++) {
+                    CHECK(run_ours(&c, &g, (af_isa)isa, NULL) == AF_OK);
+                    compare(&c, &g, (af_isa)isa, __LINE__);
+                    memcpy(first, g.C, g.nc * sizeof(float));
+                    for (int t = 1; t < 3; t++) {
+                        CHECK(run_ours(&c, &g, (af_isa)isa, pools[t]) == AF_OK);
+                        if (memcmp(first, g.C, g.nc * sizeof(float)) != 0)
+                            af_test_fail(__FILE__, __LINE__, "%s len %lld K %lld v %d: %d threads differ from 1",
+                                         af_isa_name(isa), (long long)lens[li], (long long)ks[ki], v, t + 1);
+                    }
+                    gcase tiles = c;
+                    tiles.pack_a = tiles.pack_b = true; /* the vector packed as well: the tile path */
+                    CHECK(run_ours(&tiles, &g, (af_isa)isa, pools[1]) == AF_OK);
+                    if (memcmp(first, g.C, g.nc * sizeof(float)) != 0)
+                        af_test_fail(__FILE__, __LINE__, "%s len %lld K %lld v %d: gemv differs from the tiles",
+                                     af_isa_name(isa), (long long)lens[li], (long long)ks[ki], v);
+                }
+                af_free(first);
+                free_bufs(&g);
+            }
+    af_threadpool_free(pools[1]);
+    af_threadpool_free(pools[2]);
+}
+
 AF_TEST(gemm_fused_epilogue_matches_applier) {
     /* A program the microkernel runs in registers (all of it, or a prefix with the rest in the
      * tile applier) versus the same program made unfusable by a leading * 1 (exact), which sends

@@ -395,6 +395,72 @@ static void run_task(void *ctx, int task, int thread) {
     }
 }
 
+/* ---- matrix-vector products ---------------------------------------------------------------- */
+
+/* N = 1 on a prepacked A (a squeeze-excite block's layers) or M = 1 on a prepacked B (a
+ * classifier's Gemm at batch 1): the tile kernels would run one panel's FMA chain at a time, a
+ * latency-bound 8 floats of weights per cycle (25 GB/s, the two MobileNetV3 classifier layers took
+ * 0.2 ms each), so the ISA's gemv kernel runs up to AF_GEMV_PANELS panels' chains at once. The
+ * vector must be contiguous; the K blocks and the alpha / beta steps are the tile path's, so the
+ * result is the same bit for bit. */
+typedef struct gemv_run {
+    const af_gemm_desc *d;
+    const af_gemm_isa_cfg *cfg;
+    blocking bl;
+    bool on_b;                /* M == 1 on a packed B (panels of columns); else N == 1 on a packed A */
+    int w;                    /* panel width */
+    int64_t len;              /* elements of the result: N or M */
+    int64_t per_task, n_tasks; /* panels per task (a multiple of AF_GEMV_PANELS); tasks per item */
+} gemv_run;
+
+static bool gemv_shape(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg) {
+    if (!cfg->gemv || d->K == 0) return false;
+    if (d->N == 1 && d->packed_a && !d->packed_b && (d->trans_b || d->ldb == 1)) return true;
+    return d->M == 1 && d->packed_b && !d->packed_a && (!d->trans_a || d->lda == 1);
+}
+
+static void gemv_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const gemv_run *r = ctx;
+    const af_gemm_desc *d = r->d;
+    const int64_t b = task / r->n_tasks, w = r->w, K = d->K, ps = K * w;
+    const float *panels = r->on_b ? af_gemm_packed_item(d->packed_b, b) : af_gemm_packed_item(d->packed_a, b);
+    const float *v = r->on_b ? d->A + b * d->stride_a : d->B + b * d->stride_b;
+    float *C = d->C + b * d->stride_c;
+    const int64_t step = r->on_b ? 1 : d->ldc; /* between consecutive elements of the result */
+    const int64_t p_end = min64(ceil_div(r->len, w), (task % r->n_tasks + 1) * r->per_task);
+    float out[AF_GEMV_PANELS * 32];
+    for (int64_t p = (task % r->n_tasks) * r->per_task; p < p_end; p += AF_GEMV_PANELS) {
+        const int np = (int)min64(AF_GEMV_PANELS, p_end - p);
+        const int64_t e0 = p * w, n = min64(np * w, r->len - e0);
+        for (int64_t kb = 0; kb < r->bl.n_kb; kb++) {
+            const int64_t k0 = kb * r->bl.kc, kc = min64(r->bl.kc, K - k0);
+            const float beta = kb == 0 ? d->beta : 1.0f;
+            r->cfg->gemv(panels + p * ps + k0 * w, ps, (int)w, np, kc, v + k0, out);
+            for (int64_t e = 0; e < n; e++) {
+                float *c = C + (e0 + e) * step, x = d->alpha != 1.0f ? d->alpha * out[e] : out[e];
+                *c = beta != 0.0f ? fmaf(beta, *c, x) : x;
+            }
+        }
+        if (d->epilogue && d->epilogue->n_steps) {
+            if (r->on_b) r->cfg->epilogue(d->epilogue, C + e0, d->ldc, 1, (int)n, 0, e0, b);
+            else r->cfg->epilogue(d->epilogue, C + e0 * d->ldc, d->ldc, (int)n, 1, e0, 0, b);
+        }
+    }
+}
+
+static void run_gemv(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg, af_threadpool *pool) {
+    gemv_run r = {.d = d, .cfg = cfg, .bl = choose_blocking(cfg, d->K), .on_b = !(d->N == 1 && d->packed_a && !d->packed_b)};
+    r.w = r.on_b ? cfg->nr : cfg->mr;
+    r.len = r.on_b ? d->N : d->M;
+    const int64_t groups = ceil_div(ceil_div(r.len, r.w), AF_GEMV_PANELS);
+    const int n_threads = af_threadpool_n_threads(pool);
+    r.n_tasks = n_threads > 1 ? min64(groups, (int64_t)TASKS_PER_THREAD * n_threads) : 1;
+    r.per_task = ceil_div(groups, r.n_tasks) * AF_GEMV_PANELS;
+    r.n_tasks = ceil_div(ceil_div(r.len, r.w), r.per_task);
+    af_threadpool_run(pool, (int)(d->batch * r.n_tasks), gemv_task, &r);
+}
+
 /* Checks a packed operand against the GEMM it is used in. */
 static bool packed_ok(const af_gemm_packed *p, bool is_b, af_isa isa, int64_t rows, int64_t K, int64_t batch) {
     return p->is_b == is_b && p->isa == isa && p->rows == rows && p->K == K && (p->batch == 1 || p->batch == batch);
@@ -432,6 +498,10 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
     if (st != AF_OK || d->M == 0 || d->N == 0 || d->batch == 0) return st;
     const int n_threads = af_threadpool_n_threads(pool);
     gemm_run r = {.d = d, .cfg = af_gemm_isa_cfg_for(isa)};
+    if (gemv_shape(d, r.cfg) && d->batch <= INT32_MAX / 64) {
+        run_gemv(d, r.cfg, pool);
+        return AF_OK;
+    }
     r.bl = choose_blocking(r.cfg, d->K);
     choose_tasks(&r, n_threads);
     const int64_t n_tasks = d->batch * r.n_mt * r.n_nt;

@@ -167,6 +167,55 @@ static const af_gemm_tile_fn conv_kernels[MR + 1][2] = KERNEL_TABLE(conv_kernel)
 
 TARGET void af_f32_conv_ukernel_6x16__avx2(const af_gemm_tile_args *t) { conv_kernels[t->mr][t->nr > 8](t); }
 
+/* af_gemm_gemv_fn on NP panels of NV vectors each (w <= 8 * NV, the last vector masked to the
+ * panel's lanes, which also keeps the loads inside the panel). */
+TARGET static inline __attribute__((always_inline)) void gemv_panels(const int NP, const int NV, const float *a,
+                                                                     int64_t ps, int w, int64_t kc,
+                                                                     const float *v, float *out) {
+    const int rest = w - 8 * (NV - 1);
+    const __m256i last = lane_mask(rest < 8 ? rest : 8);
+    __m256 acc[AF_GEMV_PANELS][2];
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; p++)
+#pragma GCC unroll 2
+        for (int u = 0; u < NV; u++) acc[p][u] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++, a += w) {
+        const __m256 vk = _mm256_broadcast_ss(v + k);
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; p++)
+#pragma GCC unroll 2
+            for (int u = 0; u < NV; u++) {
+                const float *src = a + p * ps + 8 * u;
+                const __m256 x = u == NV - 1 ? load_part(src, rest >= 8, last) : _mm256_loadu_ps(src);
+                acc[p][u] = _mm256_fmadd_ps(x, vk, acc[p][u]);
+            }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; p++)
+#pragma GCC unroll 2
+        for (int u = 0; u < NV; u++) _mm256_maskstore_ps(out + p * w + 8 * u, u == NV - 1 ? last : lane_mask(8), acc[p][u]);
+}
+
+#define GEMV_CASE(NP, NV)                                                                          \
+    case NP: gemv_panels(NP, NV, a, ps, w, kc, v, out); break;
+TARGET static void gemv_avx2(const float *a, int64_t ps, int w, int n_panels, int64_t kc, const float *v,
+                             float *out) {
+    if (w <= 8) {
+        switch (n_panels) {
+            GEMV_CASE(1, 1) GEMV_CASE(2, 1) GEMV_CASE(3, 1) GEMV_CASE(4, 1)
+            GEMV_CASE(5, 1) GEMV_CASE(6, 1) GEMV_CASE(7, 1) GEMV_CASE(8, 1)
+        }
+        return;
+    }
+    /* Two vectors a panel: four panels at a time keep eight chains going. */
+    for (; n_panels > 0; n_panels -= 4, a += 4 * ps, out += 4 * w) {
+        switch (n_panels < 4 ? n_panels : 4) {
+            GEMV_CASE(1, 2) GEMV_CASE(2, 2) GEMV_CASE(3, 2) GEMV_CASE(4, 2)
+        }
+    }
+}
+#undef GEMV_CASE
+
 const af_gemm_isa_cfg af_gemm_cfg_avx2 = {
     .mr = MR,
     .nr = NR,
@@ -176,4 +225,5 @@ const af_gemm_isa_cfg af_gemm_cfg_avx2 = {
     .conv_fused = false,
     .pack = af_gemm_pack_scalar,
     .epilogue = af_epilogue_apply_avx2,
+    .gemv = gemv_avx2,
 };

@@ -320,6 +320,55 @@ TARGET static void pack_avx512(const float *src, int64_t ld, int lanes_contiguou
     }
 }
 
+/* af_gemm_gemv_fn on NP panels of NV vectors each (w <= 16 * NV, the last vector masked to
+ * the panel's lanes, which also keeps the loads inside the panel). */
+TARGET static inline __attribute__((always_inline)) void gemv_panels(const int NP, const int NV, const float *a,
+                                                                     int64_t ps, int w, int64_t kc,
+                                                                     const float *v, float *out) {
+    const __mmask16 last = (__mmask16)(w - 16 * (NV - 1) >= 16 ? 0xffff : (1u << (w - 16 * (NV - 1))) - 1);
+    __m512 acc[AF_GEMV_PANELS][2];
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; p++)
+#pragma GCC unroll 2
+        for (int u = 0; u < NV; u++) acc[p][u] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++, a += w) {
+        const __m512 vk = _mm512_set1_ps(v[k]);
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; p++)
+#pragma GCC unroll 2
+            for (int u = 0; u < NV; u++) {
+                const float *src = a + p * ps + 16 * u;
+                const __m512 x = u == NV - 1 ? _mm512_maskz_loadu_ps(last, src) : _mm512_loadu_ps(src);
+                acc[p][u] = _mm512_fmadd_ps(x, vk, acc[p][u]);
+            }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; p++)
+#pragma GCC unroll 2
+        for (int u = 0; u < NV; u++)
+            _mm512_mask_storeu_ps(out + p * w + 16 * u, u == NV - 1 ? last : (__mmask16)0xffff, acc[p][u]);
+}
+
+#define GEMV_CASE(NP, NV)                                                                          \
+    case NP: gemv_panels(NP, NV, a, ps, w, kc, v, out); break;
+TARGET static void gemv_avx512(const float *a, int64_t ps, int w, int n_panels, int64_t kc, const float *v,
+                               float *out) {
+    if (w <= 16) {
+        switch (n_panels) {
+            GEMV_CASE(1, 1) GEMV_CASE(2, 1) GEMV_CASE(3, 1) GEMV_CASE(4, 1)
+            GEMV_CASE(5, 1) GEMV_CASE(6, 1) GEMV_CASE(7, 1) GEMV_CASE(8, 1)
+        }
+        return;
+    }
+    /* Two vectors a panel: four panels at a time keep eight chains going. */
+    for (; n_panels > 0; n_panels -= 4, a += 4 * ps, out += 4 * w) {
+        switch (n_panels < 4 ? n_panels : 4) {
+            GEMV_CASE(1, 2) GEMV_CASE(2, 2) GEMV_CASE(3, 2) GEMV_CASE(4, 2)
+        }
+    }
+}
+#undef GEMV_CASE
+
 const af_gemm_isa_cfg af_gemm_cfg_avx512 = {
     .mr = MR,
     .nr = NR,
@@ -329,4 +378,5 @@ const af_gemm_isa_cfg af_gemm_cfg_avx512 = {
     .conv_fused = true,
     .pack = pack_avx512,
     .epilogue = af_epilogue_apply_avx512,
+    .gemv = gemv_avx512,
 };

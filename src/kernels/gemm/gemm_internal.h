@@ -71,6 +71,17 @@ static inline int64_t af_conv_prefetch_channels(int taps) { return taps >= 4 ? 2
 typedef void (*af_gemm_pack_fn)(const float *src, int64_t ld, int lanes_contiguous, int64_t lanes, int w, int64_t kc,
                                 float *dst);
 
+/* A matrix-vector product on prepacked panels (N = 1 on a packed A, M = 1 on a packed B): for
+ * p < n_panels (<= AF_GEMV_PANELS) and lane l < w (the panels' width, MR or NR),
+ *   out[p * w + l] = sum over k < kc of panels[p * panel_stride + k * w + l] * v[k],
+ * summed from zero in k order with one FMA per k, as a tile kernel sums an element, so the
+ * result is the same bit for bit. A tile kernel would run one panel's dependent FMA chain at a
+ * time on one column or row of its tile; this keeps several panels' chains, and their memory
+ * streams, in flight. */
+#define AF_GEMV_PANELS 8
+typedef void (*af_gemm_gemv_fn)(const float *panels, int64_t panel_stride, int w, int n_panels, int64_t kc,
+                                const float *v, float *out);
+
 typedef struct af_gemm_isa_cfg {
     int mr, nr;
     af_gemm_tile_fn tile;
@@ -85,6 +96,7 @@ typedef struct af_gemm_isa_cfg {
     bool conv_fused;
     af_gemm_pack_fn pack;
     af_epilogue_tile_fn epilogue;
+    af_gemm_gemv_fn gemv; /* NULL: matrix-vector products run on the tile kernels */
 } af_gemm_isa_cfg;
 
 extern const af_gemm_isa_cfg af_gemm_cfg_scalar;
