@@ -320,6 +320,9 @@ TARGET static void pack_avx512(const float *src, int64_t ld, int lanes_contiguou
     }
 }
 
+/* Floats ahead of each panel's stream that the gemv kernel prefetches: measured 35 -> 46 GB/s
+ * on MobileNetV3's squeeze-excite weights streamed from memory (256..1024 alike). */
+#define GEMV_AHEAD 512
 /* af_gemm_gemv_fn on NP panels of NV vectors each (w <= 16 * NV, the last vector masked to
  * the panel's lanes, which also keeps the loads inside the panel). */
 TARGET static inline __attribute__((always_inline)) void gemv_panels(const int NP, const int NV, const float *a,
@@ -341,6 +344,8 @@ TARGET static inline __attribute__((always_inline)) void gemv_panels(const int N
                 const __m512 x = u == NV - 1 ? _mm512_maskz_loadu_ps(last, src) : _mm512_loadu_ps(src);
                 acc[p][u] = _mm512_fmadd_ps(x, vk, acc[p][u]);
             }
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; p++) _mm_prefetch((const char *)(a + p * ps + GEMV_AHEAD), _MM_HINT_T0);
     }
 #pragma GCC unroll 8
     for (int p = 0; p < NP; p++)
