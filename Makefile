@@ -128,7 +128,7 @@ check-tsan:
 	$(MAKE) BUILD=$(TSAN_BUILD) CC=clang OPT='-O1 -g -fsanitize=thread -Wno-unknown-warning-option' \
 	    $(TSAN_BUILD)/test_unit
 	$(TSAN_ENV):second_deadlock_stack=1 $(TSAN_BUILD)/test_unit threads
-	$(TSAN_ENV) $(TSAN_BUILD)/test_unit gemm_threads
+	$(TSAN_ENV) $(TSAN_BUILD)/test_unit gemm_thread
 	$(TSAN_ENV) $(TSAN_BUILD)/test_unit fast_conv
 
 clean:

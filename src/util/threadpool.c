@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -30,6 +31,13 @@
 #define JOB_CLOSED (UINT64_C(1) << 31)
 #define JOB_INSIDE_MASK (JOB_CLOSED - 1)
 
+/* The tasks left to a thread: (end << 32) | next, tasks [next, end). A thread claims from the
+ * front of its own range and, when that is empty, from the back of another's. A dynamic job puts
+ * every task in the caller's range; an affine one gives thread t the t-th contiguous share. */
+typedef struct range_word {
+    alignas(64) _Atomic uint64_t w;
+} range_word;
+
 struct af_threadpool {
     int n_threads;
     pthread_t *workers; /* n_threads - 1 */
@@ -39,7 +47,6 @@ struct af_threadpool {
     /* The two counters every claim and completion writes, each on a cache line of its own: shared
      * with the job fields, each write sent the line the other cores read fn, ctx and n_tasks from
      * across the chip, per task. */
-    alignas(64) _Atomic int next_task;
     alignas(64) _Atomic int tasks_done;
     alignas(64) _Atomic int running; /* 1 while a run is in progress: a second run goes inline */
     _Atomic int shutdown;
@@ -47,6 +54,7 @@ struct af_threadpool {
     af_task_fn fn;
     void *ctx;
     int n_tasks;
+    range_word *ranges; /* n_threads, one cache line each */
 
     pthread_mutex_t mutex;
     pthread_cond_t wake;
@@ -72,21 +80,40 @@ int af_cpu_count(void) {
     return n > 0 ? n : 1;
 }
 
-/* Claims and runs tasks of the current job until none is left, a few at a time: with one claim
- * per task, kernels of many small tasks (a depthwise conv's 960 planes of 7x7) spent as long on
- * the shared counters as on the work. About eight claims per thread keep the load balanced. */
+static uint64_t range_pack(uint32_t next, uint32_t end) { return (uint64_t)end << 32 | next; }
+
+/* Claims up to `grain` tasks of range r, from its front (the owner) or its back (a thief); returns
+ * how many, the first in *first. */
+static int claim(range_word *r, int grain, bool from_back, int *first) {
+    uint64_t w = atomic_load_explicit(&r->w, memory_order_relaxed);
+    for (;;) {
+        const uint32_t next = (uint32_t)w, end = (uint32_t)(w >> 32);
+        if (next >= end) return 0;
+        const uint32_t n = end - next < (uint32_t)grain ? end - next : (uint32_t)grain;
+        const uint64_t to = from_back ? range_pack(next, end - n) : range_pack(next + n, end);
+        if (atomic_compare_exchange_weak_explicit(&r->w, &w, to, memory_order_relaxed, memory_order_relaxed)) {
+            *first = (int)(from_back ? end - n : next);
+            return (int)n;
+        }
+    }
+}
+
+/* Runs tasks of the current job until none is left: this thread's share first, a few at a time
+ * (with one claim per task, kernels of many small tasks, a depthwise conv's 960 planes of 7x7,
+ * spent as long on the counters as on the work), then what the other threads have not started. */
 static void run_tasks(af_threadpool *pool, int thread) {
-    const int n = pool->n_tasks;
+    const int n = pool->n_tasks, T = pool->n_threads;
     const af_task_fn fn = pool->fn;
     void *const ctx = pool->ctx;
-    int grain = n / (8 * pool->n_threads);
+    int grain = n / (8 * T);
     if (grain < 1) grain = 1;
-    for (;;) {
-        int first = atomic_fetch_add_explicit(&pool->next_task, grain, memory_order_relaxed);
-        if (first >= n) return;
-        int last = first + grain < n ? first + grain : n;
-        for (int task = first; task < last; task++) fn(ctx, task, thread);
-        atomic_fetch_add_explicit(&pool->tasks_done, last - first, memory_order_release);
+    for (int k = 0; k < T; k++) {
+        const int owner = (thread + k) % T;
+        int first, got;
+        while ((got = claim(&pool->ranges[owner], grain, k > 0, &first)) > 0) {
+            for (int task = first; task < first + got; task++) fn(ctx, task, thread);
+            atomic_fetch_add_explicit(&pool->tasks_done, got, memory_order_release);
+        }
     }
 }
 
@@ -120,7 +147,9 @@ static void *worker_main(void *p) {
     struct worker_arg arg = *(struct worker_arg *)p;
     af_free(p);
     af_threadpool *pool = arg.pool;
-    uint32_t seen = (uint32_t)(atomic_load(&pool->job_word) >> 32);
+    /* Generation 0, the one at creation: read here instead, a worker that started after the
+     * first job was posted took that job for one already seen and slept through it. */
+    uint32_t seen = 0;
     for (;;) {
         uint64_t w = wait_for_job(pool, seen);
         if (atomic_load_explicit(&pool->shutdown, memory_order_relaxed)) return NULL;
@@ -146,17 +175,24 @@ af_status af_threadpool_create(int n_threads, af_threadpool **out) {
     if (!pool) return AF_ERR_OUT_OF_MEMORY;
     memset(pool, 0, sizeof *pool);
     pool->n_threads = n_threads;
+    pool->ranges = af_malloc_aligned((size_t)n_threads * sizeof *pool->ranges);
+    if (!pool->ranges) {
+        af_free_aligned(pool);
+        return AF_ERR_OUT_OF_MEMORY;
+    }
+    for (int t = 0; t < n_threads; t++) atomic_init(&pool->ranges[t].w, 0);
     atomic_init(&pool->job_word, 0);
-    atomic_init(&pool->next_task, 0);
     atomic_init(&pool->tasks_done, 0);
     atomic_init(&pool->running, 0);
     atomic_init(&pool->shutdown, 0);
     if (pthread_mutex_init(&pool->mutex, NULL) != 0) {
+        af_free_aligned(pool->ranges);
         af_free_aligned(pool);
         return AF_ERR_RUNTIME;
     }
     if (pthread_cond_init(&pool->wake, NULL) != 0) {
         pthread_mutex_destroy(&pool->mutex);
+        af_free_aligned(pool->ranges);
         af_free_aligned(pool);
         return AF_ERR_RUNTIME;
     }
@@ -197,6 +233,7 @@ void af_threadpool_free(af_threadpool *pool) {
     af_free(pool->workers);
     pthread_cond_destroy(&pool->wake);
     pthread_mutex_destroy(&pool->mutex);
+    af_free_aligned(pool->ranges);
     af_free_aligned(pool);
 }
 
@@ -223,7 +260,7 @@ static void wait_workers_left(af_threadpool *pool) {
     }
 }
 
-void af_threadpool_run(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx) {
+static void run_job(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx, bool affine) {
     if (n_tasks <= 0) return;
     if (!pool || pool->n_started == 0 || n_tasks == 1) {
         run_inline(n_tasks, fn, ctx);
@@ -237,7 +274,12 @@ void af_threadpool_run(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ct
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n_tasks = n_tasks;
-    atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
+    /* Shares (affine), or every task in the caller's range for all to take from (dynamic). */
+    for (int t = 0; t < pool->n_threads; t++) {
+        const uint32_t lo = affine ? (uint32_t)((int64_t)n_tasks * t / pool->n_threads) : t ? (uint32_t)n_tasks : 0;
+        const uint32_t hi = affine ? (uint32_t)((int64_t)n_tasks * (t + 1) / pool->n_threads) : (uint32_t)n_tasks;
+        atomic_store_explicit(&pool->ranges[t].w, range_pack(lo, hi), memory_order_relaxed);
+    }
     atomic_store_explicit(&pool->tasks_done, 0, memory_order_relaxed);
     uint64_t w = atomic_load_explicit(&pool->job_word, memory_order_relaxed);
     uint64_t gen = (w >> 32) + 1;
@@ -251,4 +293,12 @@ void af_threadpool_run(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ct
     atomic_fetch_or_explicit(&pool->job_word, JOB_CLOSED, memory_order_acq_rel);
     wait_workers_left(pool);
     atomic_store_explicit(&pool->running, 0, memory_order_release);
+}
+
+void af_threadpool_run(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx) {
+    run_job(pool, n_tasks, fn, ctx, false);
+}
+
+void af_threadpool_run_affine(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx) {
+    run_job(pool, n_tasks, fn, ctx, true);
 }

@@ -591,6 +591,31 @@ static void nested_task(void *ctx, int task, int thread) {
     atomic_fetch_add(&p->hits[500 + task], 1);
 }
 
+/* Each task waits until every task has started, so no thread can finish its own and take another:
+ * an affine run must put task t on thread t. */
+static void barrier_task(void *ctx, int task, int thread) {
+    pool_ctx *p = ctx;
+    atomic_store(&p->hits[500 + task], thread);
+    atomic_fetch_add(&p->hits[0], 1);
+    while (atomic_load(&p->hits[0]) < p->n_threads) {
+    }
+}
+
+AF_TEST(gemm_threadpool_affine_runs_share_t_on_thread_t) {
+    static pool_ctx ctx;
+    for (int nt = 2; nt <= 3; nt++) {
+        af_threadpool *pool = NULL;
+        CHECK(af_threadpool_create(nt, &pool) == AF_OK);
+        ctx.n_threads = nt;
+        for (int round = 0; round < 20; round++) {
+            atomic_store(&ctx.hits[0], 0);
+            af_threadpool_run_affine(pool, nt, barrier_task, &ctx);
+            for (int t = 0; t < nt; t++) CHECK_EQ_INT(atomic_load(&ctx.hits[500 + t]), t);
+        }
+        af_threadpool_free(pool);
+    }
+}
+
 AF_TEST(gemm_threadpool_runs_each_task_once) {
     static pool_ctx ctx;
     af_threadpool *pool = NULL;
@@ -607,12 +632,14 @@ AF_TEST(gemm_threadpool_runs_each_task_once) {
         for (int round = 0; round < 300; round++) {
             const int n = 1 + round % 37;
             for (int i = 0; i < n; i++) atomic_store(&ctx.hits[i], 0);
-            af_threadpool_run(pool, n, count_task, &ctx);
+            (round % 2 ? af_threadpool_run_affine : af_threadpool_run)(pool, n, count_task, &ctx);
             for (int i = 0; i < n; i++) CHECK_EQ_INT(atomic_load(&ctx.hits[i]), 1);
         }
-        for (int i = 0; i < 1000; i++) atomic_store(&ctx.hits[i], 0);
-        af_threadpool_run(pool, 1000, count_task, &ctx);
-        for (int i = 0; i < 1000; i++) CHECK_EQ_INT(atomic_load(&ctx.hits[i]), 1);
+        for (int affine = 0; affine < 2; affine++) {
+            for (int i = 0; i < 1000; i++) atomic_store(&ctx.hits[i], 0);
+            (affine ? af_threadpool_run_affine : af_threadpool_run)(pool, 1000, count_task, &ctx);
+            for (int i = 0; i < 1000; i++) CHECK_EQ_INT(atomic_load(&ctx.hits[i]), 1);
+        }
         af_threadpool_run(pool, 0, count_task, &ctx);
         for (int i = 0; i < 1000; i++) atomic_store(&ctx.hits[i], 0);
         af_threadpool_run(pool, 4, nested_task, &ctx);

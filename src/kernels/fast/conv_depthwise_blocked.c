@@ -191,12 +191,13 @@ static int variant(const af_dw_blocked *b, const af_conv_geom *g) {
     return GENERIC;
 }
 
-/* Task (image, channel group, chunk of output rows): interleave the rows it reads, compute, then
- * the epilogue over its stretch of each channel plane. */
+/* Task (image, chunk of output rows, channel group), the group fastest so that a contiguous run of
+ * tasks (a thread's share, see threadpool.c) is a band of rows: interleave the rows it reads,
+ * compute, then the epilogue over its stretch of each channel plane. */
 TARGET static void blocked_task(void *ctx, int task, int thread) {
     const blocked_run *r = ctx;
     const af_conv_geom *g = r->geo;
-    const int64_t chunk = task % r->chunks, grp = task / r->chunks % r->groups, img = task / (r->chunks * r->groups);
+    const int64_t grp = task % r->groups, chunk = task / r->groups % r->chunks, img = task / (r->chunks * r->groups);
     const int64_t c0 = grp * LANES, nc = min64(LANES, r->b->channels - c0);
     const int64_t oy0 = chunk * r->rows, oy1 = min64(r->oh, oy0 + r->rows);
     const int64_t iy0 = oy0 * g->stride[0] - g->pad_begin[0], n_in = rows_in(r->b, g, oy1 - oy0);
@@ -242,6 +243,6 @@ af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, con
     r.chunks = ceil_div(oh, r.rows);
     const int64_t tasks = n * r.groups * r.chunks;
     if (tasks > 0x7fffffff) return AF_ERR_LIMIT;
-    af_threadpool_run(pool, (int)tasks, blocked_task, &r);
+    af_threadpool_run_affine(pool, (int)tasks, blocked_task, &r);
     return AF_OK;
 }

@@ -230,6 +230,6 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
     const int64_t blocks = ceil_div(r.rows, r.rows_per_block);
     if (c->cin > INT32_MAX || blocks * r.n_groups > INT32_MAX) return AF_ERR_LIMIT;
     if (!r.p.in_place) af_threadpool_run(pool, (int)c->cin, phases_task, &r);
-    af_threadpool_run(pool, (int)(blocks * r.n_groups), tile_task, &r);
+    af_threadpool_run_affine(pool, (int)(blocks * r.n_groups), tile_task, &r); /* row blocks outermost */
     return AF_OK;
 }

@@ -252,6 +252,6 @@ af_status af_conv_winograd_run(const af_conv_winograd *c, const af_conv_geom *ge
     r.pt = geo->pad_begin[0];
     r.pl = geo->pad_begin[1];
     if (r.l.n_blocks > INT32_MAX) return AF_ERR_LIMIT;
-    af_threadpool_run(pool, (int)r.l.n_blocks, block_task, &r);
+    af_threadpool_run_affine(pool, (int)r.l.n_blocks, block_task, &r); /* blocks of tile rows, in order */
     return AF_OK;
 }

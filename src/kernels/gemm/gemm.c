@@ -515,7 +515,11 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
         if (!own) return AF_ERR_OUT_OF_MEMORY;
     }
     r.ws = own ? own : d->workspace;
-    af_threadpool_run(pool, (int)n_tasks, run_task, &r);
+    /* Tasks along N only are column bands of equal width: each thread keeps its band from one
+     * kernel to the next (a 1x1 convolution's pixels). A grid split along M too may have shares
+     * of unequal rows (MR granularity), where dynamic claiming balances them. */
+    if (r.n_mt == 1) af_threadpool_run_affine(pool, (int)n_tasks, run_task, &r);
+    else af_threadpool_run(pool, (int)n_tasks, run_task, &r);
     af_free_aligned(own);
     return AF_OK;
 }
