@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_internal.h"
 #include "unit.h"
 #include "util/alloc.h"
 #include "util/threadpool.h"
@@ -431,6 +432,51 @@ AF_TEST(gemm_vector_products_match_tile_path) {
             }
     af_threadpool_free(pools[1]);
     af_threadpool_free(pools[2]);
+}
+
+/* Item b of a [batch][N][ld] source for pack_b_each (transposed B, as Winograd's U). */
+typedef struct fill_src {
+    const float *src;
+    int64_t item;
+} fill_src;
+
+static void fill_item(void *ctx, int64_t b, float *dst) {
+    const fill_src *f = ctx;
+    memcpy(dst, f->src + b * f->item, (size_t)f->item * sizeof *dst);
+}
+
+AF_TEST(gemm_pack_b_each_matches_pack_b) {
+    /* Items made one at a time must pack to the same bytes as the whole batched operand, for both
+     * layouts of op(B), widths off the panel size, and on every ISA. */
+    static const int64_t ns[] = {1, 31, 33, 64}, ks[] = {1, 17};
+    for (int isa = 0; isa < n_isas(); isa++)
+        for (int ni = 0; ni < 4; ni++)
+            for (int ki = 0; ki < 2; ki++)
+                for (int trans = 0; trans < 2; trans++) {
+                    const int64_t N = ns[ni], K = ks[ki], batch = 3, ld = (trans ? K : N) + 2;
+                    const int64_t item = (trans ? N : K) * ld;
+                    float *src = af_malloc((size_t)(batch * item) * sizeof *src);
+                    if (!src) {
+                        CHECK(!"out of memory");
+                        return;
+                    }
+                    for (int64_t i = 0; i < batch * item; i++) src[i] = (float)(i % 101) - 50.0f;
+                    af_gemm_packed *whole = NULL, *each = NULL;
+                    fill_src f = {src, item};
+                    CHECK(af_gemm_pack_b((af_isa)isa, batch, K, N, src, ld, trans, item, &whole) == AF_OK);
+                    CHECK(af_gemm_pack_b_each((af_isa)isa, batch, K, N, ld, trans, fill_item, &f, &each) == AF_OK);
+                    if (whole && each) {
+                        CHECK(af_gemm_packed_bytes(whole) == af_gemm_packed_bytes(each));
+                        if (memcmp(af_gemm_packed_data(whole), af_gemm_packed_data(each), af_gemm_packed_bytes(whole)))
+                            af_test_fail(__FILE__, __LINE__, "%s N %lld K %lld trans %d: items packed differently",
+                                         af_isa_name(isa), (long long)N, (long long)K, trans);
+                    }
+                    CHECK(af_gemm_pack_b_each((af_isa)isa, batch, K, N, ld, trans, NULL, NULL, &each) ==
+                          AF_ERR_INVALID_ARGUMENT);
+                    af_gemm_packed_free(whole);
+                    af_gemm_packed_free(each);
+                    af_free(src);
+                }
 }
 
 AF_TEST(gemm_fused_epilogue_matches_applier) {

@@ -244,7 +244,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         const int n_threads = req->n_threads > 0 ? req->n_threads : 1;
         const int wino_m = getenv("AF_NO_WINOGRAD") || oh < 1 || ow < 1
                                ? 0
-                               : af_conv_winograd_tile(&geo, s->kh, s->kw, groups, cin, cout, oh, ow);
+                               : af_conv_winograd_tile(&geo, s->kh, s->kw, groups, cin, cout, oh, ow, n_threads);
         if (wino_m) {
             /* U takes (m + 2)^2 / 9 of the weights' memory: where it cannot be had (out of
              * memory included), the implicit GEMM below packs them at their own size. */

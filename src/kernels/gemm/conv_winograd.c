@@ -18,17 +18,42 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64_t groups, int64_t cin,
-                          int64_t cout, int64_t oh, int64_t ow) {
+                          int64_t cout, int64_t oh, int64_t ow, int n_threads) {
     if (geo->n_sp != 2 || kh != 3 || kw != 3 || groups != 1 || geo->stride[0] != 1 || geo->stride[1] != 1 ||
         geo->dilation[0] != 1 || geo->dilation[1] != 1 || cin < 16 || cout < 16 || oh < 1 || ow < 1)
         return 0; /* few channels leave the transforms to dominate */
     /* Each element of U serves every tile, so with few tiles the products stream (m + 2)^2 / 9 times
      * the direct kernel's weights for little work: on ResNet-50's 14x14 layers (256 channels)
      * F(4x4) has 16 tiles and ran 5-10% slower than the implicit GEMM, F(2x2) has 49; the 28x28
-     * (49 tiles of 4x4) and 56x56 (196) layers ran 1.9x faster on F(4x4). */
+     * (49 tiles of 4x4) and 56x56 (196) layers ran 1.9x faster on F(4x4). F(2x2) on the 7x7
+     * layers (16 tiles, 512 channels) ran 20-30% faster than the implicit GEMM on one thread, but
+     * slower on two, whose blocks of 4 tiles leave the products' rows mostly empty: it takes 16
+     * tiles per thread. */
+    if (n_threads < 1) n_threads = 1;
     if (ceil_div(oh, 4) * ceil_div(ow, 4) >= 32) return 4;
-    if (ceil_div(oh, 2) * ceil_div(ow, 2) >= 32) return 2;
+    const int64_t tiles2 = ceil_div(oh, 2) * ceil_div(ow, 2);
+    if (tiles2 >= 32 || tiles2 >= 16 * (int64_t)n_threads) return 2;
     return 0;
+}
+
+/* One position of U for af_gemm_pack_b_each: U[xi][k] = (G g_k G^T)[i][j], xi = i alpha + j. */
+typedef struct u_fill {
+    const double (*G)[3];
+    const float *w;
+    int alpha;
+    int64_t plane; /* cout * cin */
+} u_fill;
+
+static void fill_u(void *ctx, int64_t xi, float *dst) {
+    const u_fill *f = ctx;
+    const double(*G)[3] = f->G;
+    const int i = (int)(xi / f->alpha), j = (int)(xi % f->alpha);
+    for (int64_t k = 0; k < f->plane; k++) {
+        const float *g = f->w + k * 9;
+        double gt[3]; /* column j of g G^T */
+        for (int a = 0; a < 3; a++) gt[a] = g[3 * a] * G[j][0] + g[3 * a + 1] * G[j][1] + g[3 * a + 2] * G[j][2];
+        dst[k] = (float)(G[i][0] * gt[0] + G[i][1] * gt[1] + G[i][2] * gt[2]);
+    }
 }
 
 af_status af_conv_winograd_prepare(af_isa isa, int m, const float *w, int64_t cout, int64_t cin,
@@ -47,24 +72,11 @@ af_status af_conv_winograd_prepare(af_isa isa, int m, const float *w, int64_t co
                                     {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                     {0, 0, 1}};
     static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-    const double(*G)[3] = m == 4 ? G4 : G2;
-    const int64_t plane = cout * cin;
-    float *u = af_malloc((size_t)(xi * plane) * sizeof *u);
-    if (!u) return AF_ERR_OUT_OF_MEMORY;
-    for (int64_t k = 0; k < plane; k++) {
-        const float *g = w + k * 9;
-        double gt[3][MAX_ALPHA]; /* g G^T */
-        for (int a = 0; a < 3; a++)
-            for (int j = 0; j < alpha; j++)
-                gt[a][j] = g[3 * a] * G[j][0] + g[3 * a + 1] * G[j][1] + g[3 * a + 2] * G[j][2];
-        for (int i = 0; i < alpha; i++)
-            for (int j = 0; j < alpha; j++)
-                u[(i * alpha + j) * plane + k] = (float)(G[i][0] * gt[0][j] + G[i][1] * gt[1][j] + G[i][2] * gt[2][j]);
-    }
-    /* U[xi] is stored [cout][cin]: op(B) = U[xi]^T (cin x cout) transposed. */
-    af_status st = af_gemm_pack_b(c->isa, xi, cin, cout, u, cin, true, plane, &c->u);
-    af_free(u);
-    return st;
+    u_fill f = {.G = m == 4 ? G4 : G2, .w = w, .alpha = alpha, .plane = cout * cin};
+    /* U[xi] is stored [cout][cin]: op(B) = U[xi]^T (cin x cout) transposed; made one position at
+     * a time, so that only one position's U exists unpacked (ResNet-50's 512-channel layers' U
+     * is 16 MB at F(2x2)). */
+    return af_gemm_pack_b_each(c->isa, xi, cin, cout, cin, true, fill_u, &f, &c->u);
 }
 
 void af_conv_winograd_release(af_conv_winograd *c) {

@@ -18,7 +18,7 @@
  * weights before the products, so the error scales with sum |x w| over a window rather than with
  * the output (a few float epsilons of it for m = 4; the unit tests bound it).
  *
- *   int m = af_conv_winograd_tile(geo, 3, 3, groups, cin, cout, oh, ow);   // 0: use another kernel
+ *   int m = af_conv_winograd_tile(geo, 3, 3, groups, cin, cout, oh, ow, n_threads);   // 0: use another kernel
  *   af_conv_winograd c;
  *   af_conv_winograd_prepare(isa, m, w, cout, cin, &c);                    // w is [cout, cin, 3, 3]
  *   size_t ws = af_conv_winograd_workspace(&c, oh, ow, n_threads);
@@ -42,9 +42,10 @@ typedef struct af_conv_winograd {
 
 /* The tile side to run this convolution with, 4 or 2, or 0 when Winograd is not the kernel to
  * use: it takes a 3x3 kernel at stride 1, dilation 1, groups 1, 16+ channels each way, and an
- * output plane with enough tiles for U to pay for itself (measured on ResNet-50's layers). */
+ * output plane with enough tiles for U to pay for itself on n_threads threads (measured on
+ * ResNet-50's layers). */
 int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64_t groups, int64_t cin,
-                          int64_t cout, int64_t oh, int64_t ow);
+                          int64_t cout, int64_t oh, int64_t ow, int n_threads);
 /* w is [cout, cin, 3, 3] float32, m 4 or 2. AF_ERR_OUT_OF_MEMORY, AF_ERR_INVALID_ARGUMENT, or
  * AF_OK. */
 af_status af_conv_winograd_prepare(af_isa isa, int m, const float *w, int64_t cout, int64_t cin,

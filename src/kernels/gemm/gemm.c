@@ -46,43 +46,61 @@ af_gemm_desc af_gemm_desc_default(void) {
 /* ---- prepacking --------------------------------------------------------------------------------- */
 
 /* lanes_contiguous: whether consecutive lanes (rows of op(A) / columns of op(B)) are adjacent in
- * memory, i.e. A transposed or B not transposed. */
+ * memory, i.e. A transposed or B not transposed. Item b comes from src + b * stride, or, when
+ * fill is set, from fill(ctx, b, item) writing it into one item of scratch (ld as for src). */
 static af_status pack_operand(af_isa isa, bool is_b, int64_t batch, int64_t rows, int64_t K, const float *src,
-                              int64_t ld, bool lanes_contiguous, int64_t stride, af_gemm_packed **out) {
+                              int64_t ld, bool lanes_contiguous, int64_t stride, af_gemm_fill_fn fill, void *ctx,
+                              af_gemm_packed **out) {
     *out = NULL;
-    if (batch < 1 || rows < 1 || K < 1 || !src || ld < (lanes_contiguous ? rows : K) || stride < 0)
+    if (batch < 1 || rows < 1 || K < 1 || (!src && !fill) || ld < (lanes_contiguous ? rows : K) || stride < 0)
         return AF_ERR_INVALID_ARGUMENT;
     isa = af_cpu_isa_clamp(isa);
     const af_gemm_isa_cfg *cfg = af_gemm_isa_cfg_for(isa);
     const int w = is_b ? cfg->nr : cfg->mr;
     const int64_t panels = ceil_div(rows, w);
-    int64_t item, total;
+    int64_t item, total, src_floats = 0;
     if (!af_mul_i64(panels, K, &item) || !af_mul_i64(item, w, &item) || !af_mul_i64(item, batch, &total) ||
-        (uint64_t)total > SIZE_MAX / sizeof(float))
+        (uint64_t)total > SIZE_MAX / sizeof(float) ||
+        (fill && (!af_mul_i64(lanes_contiguous ? K : rows, ld, &src_floats) ||
+                  (uint64_t)src_floats > SIZE_MAX / sizeof(float))))
         return AF_ERR_INVALID_ARGUMENT;
     af_gemm_packed *p = af_malloc(sizeof *p);
-    if (!p) return AF_ERR_OUT_OF_MEMORY;
+    float *scratch = fill ? af_malloc((size_t)src_floats * sizeof *scratch) : NULL;
+    if (!p || (fill && !scratch)) {
+        af_free(p);
+        af_free(scratch);
+        return AF_ERR_OUT_OF_MEMORY;
+    }
     *p = (af_gemm_packed){.isa = isa, .is_b = is_b, .w = w, .batch = batch, .rows = rows, .K = K,
                           .item_stride = item, .bytes = (size_t)total * sizeof(float)};
     p->data = af_malloc_aligned(p->bytes);
     if (!p->data) {
         af_free(p);
+        af_free(scratch);
         return AF_ERR_OUT_OF_MEMORY;
     }
-    for (int64_t b = 0; b < batch; b++)
-        cfg->pack(src + b * stride, ld, lanes_contiguous, rows, w, K, p->data + b * item);
+    for (int64_t b = 0; b < batch; b++) {
+        if (fill) fill(ctx, b, scratch);
+        cfg->pack(fill ? scratch : src + b * stride, ld, lanes_contiguous, rows, w, K, p->data + b * item);
+    }
+    af_free(scratch);
     *out = p;
     return AF_OK;
 }
 
 af_status af_gemm_pack_a(af_isa isa, int64_t batch, int64_t M, int64_t K, const float *A, int64_t lda, bool trans_a,
                          int64_t stride_a, af_gemm_packed **out) {
-    return pack_operand(isa, false, batch, M, K, A, lda, trans_a, stride_a, out);
+    return pack_operand(isa, false, batch, M, K, A, lda, trans_a, stride_a, NULL, NULL, out);
 }
 
 af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const float *B, int64_t ldb, bool trans_b,
                          int64_t stride_b, af_gemm_packed **out) {
-    return pack_operand(isa, true, batch, N, K, B, ldb, !trans_b, stride_b, out);
+    return pack_operand(isa, true, batch, N, K, B, ldb, !trans_b, stride_b, NULL, NULL, out);
+}
+
+af_status af_gemm_pack_b_each(af_isa isa, int64_t batch, int64_t K, int64_t N, int64_t ldb, bool trans_b,
+                              af_gemm_fill_fn fill, void *ctx, af_gemm_packed **out) {
+    return pack_operand(isa, true, batch, N, K, NULL, ldb, !trans_b, 0, fill, ctx, out);
 }
 
 void af_gemm_packed_free(af_gemm_packed *p) {
