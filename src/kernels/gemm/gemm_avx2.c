@@ -201,25 +201,9 @@ TARGET static inline __attribute__((always_inline)) void gemv_panels(const int N
         for (int u = 0; u < NV; u++) _mm256_maskstore_ps(out + p * w + 8 * u, u == NV - 1 ? last : lane_mask(8), acc[p][u]);
 }
 
-#define GEMV_CASE(NP, NV)                                                                          \
-    case NP: gemv_panels(NP, NV, a, ps, w, kc, v, out); break;
-TARGET static void gemv_avx2(const float *a, int64_t ps, int w, int n_panels, int64_t kc, const float *v,
-                             float *out) {
-    if (w <= 8) {
-        switch (n_panels) {
-            GEMV_CASE(1, 1) GEMV_CASE(2, 1) GEMV_CASE(3, 1) GEMV_CASE(4, 1)
-            GEMV_CASE(5, 1) GEMV_CASE(6, 1) GEMV_CASE(7, 1) GEMV_CASE(8, 1)
-        }
-        return;
-    }
-    /* Two vectors a panel: four panels at a time keep eight chains going. */
-    for (; n_panels > 0; n_panels -= 4, a += 4 * ps, out += 4 * w) {
-        switch (n_panels < 4 ? n_panels : 4) {
-            GEMV_CASE(1, 2) GEMV_CASE(2, 2) GEMV_CASE(3, 2) GEMV_CASE(4, 2)
-        }
-    }
-}
-#undef GEMV_CASE
+#define GEMV_LANES 8
+#define GEMV_NAME gemv_avx2
+#include "kernels/gemm/gemv_dispatch.h"
 
 const af_gemm_isa_cfg af_gemm_cfg_avx2 = {
     .mr = MR,

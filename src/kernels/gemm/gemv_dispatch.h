@@ -1,0 +1,25 @@
+/*
+ * The gemv entry point (af_gemm_isa_cfg.gemv) of one ISA file, written once: the including file
+ * defines TARGET, GEMV_LANES (floats per vector), GEMV_NAME (the function's name) and, before the
+ * include, gemv_panels(NP, NV, a, ps, w, kc, v, out) for NP <= AF_GEMV_PANELS panels of NV <= 2
+ * vectors each.
+ */
+#define GEMV_CASE(NP, NV)                                                                          \
+    case NP: gemv_panels(NP, NV, a, ps, w, kc, v, out); break;
+TARGET static void GEMV_NAME(const float *a, int64_t ps, int w, int n_panels, int64_t kc, const float *v,
+                             float *out) {
+    if (w <= GEMV_LANES) {
+        switch (n_panels) {
+            GEMV_CASE(1, 1) GEMV_CASE(2, 1) GEMV_CASE(3, 1) GEMV_CASE(4, 1)
+            GEMV_CASE(5, 1) GEMV_CASE(6, 1) GEMV_CASE(7, 1) GEMV_CASE(8, 1)
+        }
+        return;
+    }
+    /* Two vectors a panel: four panels at a time keep eight chains going. */
+    for (; n_panels > 0; n_panels -= 4, a += 4 * ps, out += 4 * w) {
+        switch (n_panels < 4 ? n_panels : 4) {
+            GEMV_CASE(1, 2) GEMV_CASE(2, 2) GEMV_CASE(3, 2) GEMV_CASE(4, 2)
+        }
+    }
+}
+#undef GEMV_CASE
