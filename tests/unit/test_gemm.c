@@ -471,8 +471,10 @@ AF_TEST(gemm_pack_b_each_matches_pack_b) {
                             af_test_fail(__FILE__, __LINE__, "%s N %lld K %lld trans %d: items packed differently",
                                          af_isa_name(isa), (long long)N, (long long)K, trans);
                     }
-                    CHECK(af_gemm_pack_b_each((af_isa)isa, batch, K, N, ld, trans, NULL, NULL, &each) ==
+                    af_gemm_packed *none = NULL;
+                    CHECK(af_gemm_pack_b_each((af_isa)isa, batch, K, N, ld, trans, NULL, NULL, &none) ==
                           AF_ERR_INVALID_ARGUMENT);
+                    CHECK(none == NULL);
                     af_gemm_packed_free(whole);
                     af_gemm_packed_free(each);
                     af_free(src);
