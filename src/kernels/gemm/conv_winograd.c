@@ -36,23 +36,32 @@ int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64
     return 0;
 }
 
-/* One position of U for af_gemm_pack_b_each: U[xi][k] = (G g_k G^T)[i][j], xi = i alpha + j. */
+/* One position of U for af_gemm_pack_b_each: U[xi][k] = (G g_k G^T)[i][j], xi = i alpha + j. The
+ * items come in order, alpha of them per row i, so row i of G g_k (3 values per k) is made once
+ * per i into gg and serves the alpha positions of that row. */
 typedef struct u_fill {
     const double (*G)[3];
     const float *w;
     int alpha;
     int64_t plane; /* cout * cin */
+    double *gg;    /* [plane][3]: row gg_i of G g_k */
+    int gg_i;      /* the row gg holds; -1: none */
 } u_fill;
 
 static void fill_u(void *ctx, int64_t xi, float *dst) {
-    const u_fill *f = ctx;
+    u_fill *f = ctx;
     const double(*G)[3] = f->G;
     const int i = (int)(xi / f->alpha), j = (int)(xi % f->alpha);
+    if (f->gg_i != i) {
+        for (int64_t k = 0; k < f->plane; k++) {
+            const float *g = f->w + k * 9;
+            for (int b = 0; b < 3; b++) f->gg[3 * k + b] = G[i][0] * g[b] + G[i][1] * g[3 + b] + G[i][2] * g[6 + b];
+        }
+        f->gg_i = i;
+    }
     for (int64_t k = 0; k < f->plane; k++) {
-        const float *g = f->w + k * 9;
-        double gt[3]; /* column j of g G^T */
-        for (int a = 0; a < 3; a++) gt[a] = g[3 * a] * G[j][0] + g[3 * a + 1] * G[j][1] + g[3 * a + 2] * G[j][2];
-        dst[k] = (float)(G[i][0] * gt[0] + G[i][1] * gt[1] + G[i][2] * gt[2]);
+        const double *r = f->gg + 3 * k;
+        dst[k] = (float)(r[0] * G[j][0] + r[1] * G[j][1] + r[2] * G[j][2]);
     }
 }
 
@@ -72,11 +81,15 @@ af_status af_conv_winograd_prepare(af_isa isa, int m, const float *w, int64_t co
                                     {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                     {0, 0, 1}};
     static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-    u_fill f = {.G = m == 4 ? G4 : G2, .w = w, .alpha = alpha, .plane = cout * cin};
+    u_fill f = {.G = m == 4 ? G4 : G2, .w = w, .alpha = alpha, .plane = cout * cin, .gg_i = -1};
+    f.gg = af_malloc((size_t)(3 * f.plane) * sizeof *f.gg);
+    if (!f.gg) return AF_ERR_OUT_OF_MEMORY;
     /* U[xi] is stored [cout][cin]: op(B) = U[xi]^T (cin x cout) transposed; made one position at
      * a time, so that only one position's U exists unpacked (ResNet-50's 512-channel layers' U
-     * is 16 MB at F(2x2)). */
-    return af_gemm_pack_b_each(c->isa, xi, cin, cout, cin, true, fill_u, &f, &c->u);
+     * is 16 MB at F(2x2), gg 6 MB). */
+    af_status st = af_gemm_pack_b_each(c->isa, xi, cin, cout, cin, true, fill_u, &f, &c->u);
+    af_free(f.gg);
+    return st;
 }
 
 void af_conv_winograd_release(af_conv_winograd *c) {

@@ -59,8 +59,8 @@ af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const 
                          int64_t stride_b, af_gemm_packed **out);
 /* Writes item b of a batched operand into dst, laid out as the source of af_gemm_pack_b. */
 typedef void (*af_gemm_fill_fn)(void *ctx, int64_t b, float *dst);
-/* af_gemm_pack_b with each item made by fill just before it is packed, so that a computed operand
- * (Winograd's U) never exists unpacked in full: one item of scratch. */
+/* af_gemm_pack_b with each item made by fill just before it is packed, items 0, 1, ... in order,
+ * so that a computed operand (Winograd's U) never exists unpacked in full: one item of scratch. */
 af_status af_gemm_pack_b_each(af_isa isa, int64_t batch, int64_t K, int64_t N, int64_t ldb, bool trans_b,
                               af_gemm_fill_fn fill, void *ctx, af_gemm_packed **out);
 /* Accepts NULL. */
