@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "fast_check.h"
+#include "kernels/gemm/conv_winograd.h"
 
 typedef struct conv_case {
     int64_t n, cin, cout, h, w, k, stride, pad, group;
@@ -246,36 +247,63 @@ AF_TEST(fast_conv_winograd_2x2_matches_reference) {
     check_cases(cases, sizeof cases / sizeof cases[0], winograd_2x2_kernel, winograd_tol);
 }
 
-/* A Winograd conv prepared for one plane runs a smaller one too (dynamic shapes): 20x20 has 25
- * tiles of 4x4, under the 32 the kernel choice asks for, yet the prepared F(4x4) kernel must run
- * it, not fail. */
-AF_TEST(fast_conv_winograd_runs_a_smaller_plane) {
+/* A Winograd conv prepared for cc's plane runs a side x side one too, at 1 and 2 threads. */
+static void check_smaller_plane(const conv_case *cc, int64_t side, const char *kernel) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
-    const conv_case cc = {1, 32, 40, 30, 30, 3, 1, 1, 1, true, 0, 0};
     fx f;
     fx_init(&f, AF_OP_CONV, 17);
-    fx_input(&f, fx_rand(4, (int64_t[]){1, cc.cin, cc.h, cc.w}, -1, 1, 11), false);
-    fx_input(&f, fx_rand(4, (int64_t[]){cc.cout, cc.cin, 3, 3}, -1, 1, 12), true);
-    fx_input(&f, fx_rand(1, (int64_t[]){cc.cout}, -1, 1, 13), true);
+    fx_input(&f, fx_rand(4, (int64_t[]){1, cc->cin, cc->h, cc->w}, -1, 1, 11), false);
+    fx_input(&f, fx_rand(4, (int64_t[]){cc->cout, cc->cin, 3, 3}, -1, 1, 12), true);
+    fx_input(&f, fx_rand(1, (int64_t[]){cc->cout}, -1, 1, 13), true);
     fx_ints(&f, "pads", 4, (int64_t[]){1, 1, 1, 1});
     fx_outputs(&f, 1, 1);
     af_kernel k;
     CHECK(fx_prepare(&f, af_cpu_isa(), &k));
-    CHECK(strcmp(k.name, "f32_conv3x3_winograd_f4x4") == 0);
+    CHECK(strcmp(k.name, kernel) == 0);
     af_tensor_free_data(&f.in[0]);
-    f.in[0] = fx_rand(4, (int64_t[]){1, cc.cin, 20, 20}, -1, 1, 14);
+    f.in[0] = fx_rand(4, (int64_t[]){1, cc->cin, side, side}, -1, 1, 14);
     af_tensor want[FX_MAX_OUT], got[FX_MAX_OUT];
     CHECK(fx_run_reference(&f, want) == AF_OK);
     af_threadpool *pl[2] = {pools.one, pools.two};
     for (int p = 0; p < 2; p++) {
         CHECK(fx_run_fast(&f, &k, pl[p], got) == AF_OK);
-        CHECK(got[0].dims[2] == 20 && got[0].dims[3] == 20);
-        CHECK_EQ_INT(fx_count_off(&got[0], &want[0], winograd_tol(&cc), k.name), 0);
+        CHECK(got[0].dims[2] == side && got[0].dims[3] == side);
+        CHECK_EQ_INT(fx_count_off(&got[0], &want[0], winograd_tol(cc), k.name), 0);
         fx_free_outputs(&f, got);
     }
     fx_free_outputs(&f, want);
     af_kernel_release(&k);
     fx_free(&f);
     fx_pools_free(&pools);
+}
+
+/* A Winograd conv prepared for one plane runs a smaller one too (dynamic shapes): 20x20 has 25
+ * tiles of 4x4, under the 32 the kernel choice asks for, yet the prepared F(4x4) kernel must run
+ * it, not fail. F(2x2) on a 7x7 plane (16 tiles, partial ones on both sides) is what one thread
+ * runs on ResNet-50's last stage. */
+AF_TEST(fast_conv_winograd_runs_a_smaller_plane) {
+    const conv_case f4 = {1, 32, 40, 30, 30, 3, 1, 1, 1, true, 0, 0};
+    check_smaller_plane(&f4, 20, "f32_conv3x3_winograd_f4x4");
+    const conv_case f2 = {1, 32, 40, 14, 14, 3, 1, 1, 1, true, 0, 0};
+    check_smaller_plane(&f2, 7, "f32_conv3x3_winograd_f2x2");
+}
+
+/* The tile choice: F(4x4) from 32 tiles of 4x4, F(2x2) from 32 tiles of 2x2 or 16 per thread,
+ * else none (ResNet-50's 56x56, 28x28, 14x14 and 7x7 planes). */
+AF_TEST(fast_conv_winograd_tile_choice) {
+    af_conv_geom g = {.n_sp = 2, .stride = {1, 1}, .dilation = {1, 1}};
+    static const struct {
+        int64_t side;
+        int threads, want;
+    } cases[] = {{56, 2, 4}, {28, 1, 4}, {28, 2, 4}, {14, 1, 2}, {14, 2, 2}, {7, 1, 2}, {7, 2, 0}, {7, 4, 0}, {5, 1, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int got = af_conv_winograd_tile(&g, 3, 3, 1, 64, 64, cases[i].side, cases[i].side, cases[i].threads);
+        if (got != cases[i].want)
+            printf("  %lldx%lld on %d thread(s): tile %d, expected %d\n", (long long)cases[i].side,
+                   (long long)cases[i].side, cases[i].threads, got, cases[i].want);
+        CHECK_EQ_INT(got, cases[i].want);
+    }
+    g.stride[0] = g.stride[1] = 2;
+    CHECK_EQ_INT(af_conv_winograd_tile(&g, 3, 3, 1, 64, 64, 56, 56, 1), 0);
 }

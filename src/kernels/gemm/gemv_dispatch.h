@@ -1,8 +1,8 @@
 /*
- * The gemv entry point (af_gemm_isa_cfg.gemv) of one ISA file, written once: the including file
- * defines TARGET, GEMV_LANES (floats per vector), GEMV_NAME (the function's name) and, before the
- * include, gemv_panels(NP, NV, a, ps, w, kc, v, out) for NP <= AF_GEMV_PANELS panels of NV <= 2
- * vectors each.
+ * The gemv entry point (af_gemm_isa_cfg.gemv) of one ISA file, written once. The including file
+ * defines TARGET, GEMV_LANES (floats per vector) and GEMV_NAME (the function's name; both are
+ * undefined here after use), and before the include gemv_panels(NP, NV, a, ps, w, kc, v, out)
+ * for NP <= AF_GEMV_PANELS panels of NV <= 2 vectors each.
  */
 #define GEMV_CASE(NP, NV)                                                                          \
     case NP: gemv_panels(NP, NV, a, ps, w, kc, v, out); break;
@@ -23,3 +23,5 @@ TARGET static void GEMV_NAME(const float *a, int64_t ps, int w, int n_panels, in
     }
 }
 #undef GEMV_CASE
+#undef GEMV_LANES
+#undef GEMV_NAME
