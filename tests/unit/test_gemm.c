@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/gemm/gemm.h"
@@ -374,6 +375,56 @@ AF_TEST(gemm_threads_and_packing_bit_identical) {
         }
     af_threadpool_free(pools[1]);
     af_threadpool_free(pools[2]);
+}
+
+/* The two tile orders (sweep_rows_outer / sweep_cols_outer, AF_GEMM_ORDER forces one) run the
+ * same microkernel calls in another order: the results must be the same bits, and right, with the
+ * residual and an after-store step, B read in place, packed (transposed) and with a tail panel. */
+AF_TEST(gemm_row_and_column_sweeps_bit_identical) {
+    fill_vectors();
+    enum { M = 75, N = 230, LDR = 240 };
+    static float resid[M * LDR];
+    for (int i = 0; i < M * LDR; i++) resid[i] = frand();
+    af_epilogue e;
+    af_epilogue_init(&e);
+    CHECK(af_epilogue_vec(&e, AF_EPI_BIAS_ROW, vec_m[0], NULL) == AF_OK);
+    CHECK(af_epilogue_residual(&e, resid, LDR) == AF_OK);
+    CHECK(af_epilogue_unary(&e, AF_EPI_GELU_ERF, 0, 0) == AF_OK); /* applied after the store */
+    af_threadpool *pool = NULL;
+    CHECK(af_threadpool_create(2, &pool) == AF_OK);
+    const char *saved = getenv("AF_GEMM_ORDER");
+    static const int64_t ks[] = {16, 64, 128, 300};
+    for (int ki = 0; ki < 4; ki++)
+        for (int v = 0; v < 8; v++) {
+            gcase c = {.M = M, .N = N, .K = ks[ki], .batch = 1, .trans_b = v & 1, .pack_a = (v >> 1) & 1,
+                       .beta = (v >> 2) & 1 ? 1.0f : 0.0f, .alpha = 1.0f, .pad_b = 3, .pad_c = 5, .sa = -1,
+                       .sb = -1, .sc = -1, .epi = &e};
+            gbufs g;
+            if (!make_bufs(&c, &g)) {
+                CHECK(!"out of memory");
+                break;
+            }
+            reference(&c, &g);
+            float *rows = af_malloc(g.nc * sizeof(float));
+            for (int isa = 0; rows && isa < n_isas(); isa++)
+                for (int t = 0; t < 2; t++) {
+                    af_threadpool *p = t ? pool : NULL;
+                    setenv("AF_GEMM_ORDER", "rows", 1);
+                    CHECK(run_ours(&c, &g, (af_isa)isa, p) == AF_OK);
+                    compare(&c, &g, (af_isa)isa, __LINE__);
+                    memcpy(rows, g.C, g.nc * sizeof(float));
+                    setenv("AF_GEMM_ORDER", "cols", 1);
+                    CHECK(run_ours(&c, &g, (af_isa)isa, p) == AF_OK);
+                    if (memcmp(rows, g.C, g.nc * sizeof(float)) != 0)
+                        af_test_fail(__FILE__, __LINE__, "%s K %d case %d, %d threads: row sweep differs from column sweep",
+                                     af_isa_name(isa), (int)c.K, v, t + 1);
+                }
+            af_free(rows);
+            free_bufs(&g);
+        }
+    if (saved) setenv("AF_GEMM_ORDER", saved, 1);
+    else unsetenv("AF_GEMM_ORDER");
+    af_threadpool_free(pool);
 }
 
 AF_TEST(gemm_vector_products_match_tile_path) {
