@@ -194,7 +194,9 @@ static af_status run_fused(af_exec *e, const af_step *s, af_error *err) {
         if (!af_tensor_same_shape(t, out))
             return af_errorf(err, AF_ERR_RUNTIME, "fused group at node '%s': residual '%s' does not match the output",
                              kn->name, g->values[s->residual_value[r]].name);
-        epi.steps[s->residual_step[r]].p = t->data;
+        af_epi_step *step = &epi.steps[s->residual_step[r]];
+        step->p = t->data;
+        if (step->batch_stride < 0) step->batch_stride = out->dims[out->rank - 2] * out->dims[out->rank - 1];
     }
     return s->kernel.run(&s->kernel, &c, epi.n_steps ? &epi : NULL, e->pool, e->workspace);
 }

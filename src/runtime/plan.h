@@ -30,7 +30,9 @@ typedef struct af_step {
     af_epilogue epi;      /* fused epilogue; AF_EPI_ADD steps get their tensor per run: */
     int n_residuals;
     int residual_step[AF_EPI_MAX_STEPS];  /* index into epi.steps */
-    int residual_value[AF_EPI_MAX_STEPS]; /* value id whose data that step adds */
+    int residual_value[AF_EPI_MAX_STEPS]; /* value id whose data that step adds; a step whose
+                                             batch_stride is -1 (a MatMul output whose rows are
+                                             symbolic) takes rows x columns of the actual output */
     int n_owned;
     void *owned[8];       /* buffers the step's kernel points into (folded weights, vectors) */
     int family;           /* af_fusion_family of a fused step, -1 unfused */

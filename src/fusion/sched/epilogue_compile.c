@@ -63,7 +63,7 @@ static vec_kind vector_kind(const compile *c, const af_tensor *t) {
         }
     if (c->conv) return r == 4 && non1 == 1 && aligned[1] == c->channels ? VEC_ROW : VEC_NONE;
     if (non1 == r - 1 && aligned[non1] == c->channels) return VEC_COL;
-    if (non1 == r - 2 && af_tensor_numel(c->out) == c->rows * c->channels) return VEC_ROW;
+    if (non1 == r - 2 && c->rows > 0 && af_tensor_numel(c->out) == c->rows * c->channels) return VEC_ROW;
     return VEC_NONE;
 }
 
@@ -281,8 +281,15 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
     const af_tensor *out = &g->values[anchor->outputs[0]].t;
     compile c = {.g = g, .s = s, .conv = anchor->op == AF_OP_CONV, .out = out, .why = why, .why_size = why_size,
                  .bias_value = anchor->op == AF_OP_CONV && anchor->n_inputs > 2 ? anchor->inputs[2] : -1};
-    if (out->rank < 2 || af_tensor_numel(out) < 0 || out->dtype != AF_DTYPE_FLOAT)
-        return fail(&c, "the anchor's output shape is not static float32%s", "");
+    /* A MatMul/Gemm output may have symbolic rows (a dynamic batch or sequence): the kernel takes
+     * M from the actual input, and the epilogue's vectors run along the static last dimension. A
+     * convolution's residual stride and vectors need its whole shape. */
+    if (out->rank < 2 || out->dtype != AF_DTYPE_FLOAT)
+        return fail(&c, "the anchor's output is not float32 of rank 2 or more%s", "");
+    if (c.conv ? af_tensor_numel(out) < 0 : out->dims[out->rank - 1] < 0)
+        return fail(&c, c.conv ? "the convolution's output shape is not static%s"
+                               : "the anchor's output has a symbolic last dimension%s",
+                    "");
     c.channels = c.conv ? out->dims[1] : out->dims[out->rank - 1];
     c.rows = out->dims[out->rank - 2];
     af_epilogue_init(&s->epi);
@@ -325,7 +332,8 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
             static const float placeholder = 0.0f;
             if (s->n_residuals >= AF_EPI_MAX_STEPS) return fail(&c, "too many residual inputs%s", "");
             int64_t ld = c.conv ? out->dims[2] * out->dims[3] : c.channels;
-            int64_t bstride = c.conv ? c.channels * ld : c.rows * c.channels; /* per image / batch item */
+            /* per image / batch item; -1: symbolic rows, set at run time (run_fused) */
+            int64_t bstride = c.conv ? c.channels * ld : c.rows >= 0 ? c.rows * c.channels : -1;
             s->residual_step[s->n_residuals] = s->epi.n_steps;
             s->residual_value[s->n_residuals++] = other;
             ok = push(&c, (af_epi_step){.op = AF_EPI_ADD, .p = &placeholder, .ld = ld, .batch_stride = bstride});

@@ -1,0 +1,121 @@
+/* MatMul anchors with symbolic rows (a dynamic batch or sequence, as exporters write BERT) fuse
+ * their bias, activation and residual: the fused session must give the unfused session's outputs
+ * at several input shapes, with fewer steps. The batched MatMul (both operands activations) takes
+ * its residual's per-item stride from the actual output at run time. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autofusion.h"
+#include "ir/tensor.h"
+#include "onnx_build.h"
+#include "unit.h"
+
+static unsigned seed = 7u;
+static float frand(void) {
+    seed = seed * 1664525u + 1013904223u;
+    return (float)(seed >> 8) / 8388608.0f - 1.0f;
+}
+
+static af_model *load(ob_model *b) {
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    af_model *m = NULL;
+    if (ob_pack(b, &buf, &size) == 0) CHECK(af_model_load_buffer(buf, size, NULL, NULL, &m, NULL) == AF_OK);
+    ob_free(b);
+    free(buf);
+    return m;
+}
+
+/* y = Relu(x W + bias) + r, x: [n, n, 32], W: [32, 48], r: [n, n, 48]. */
+static af_model *linear_model(void) {
+    static float w[32 * 48], bias[48];
+    for (int i = 0; i < 32 * 48; i++) w[i] = 0.2f * frand();
+    for (int i = 0; i < 48; i++) bias[i] = frand();
+    ob_model *b = ob_new(13);
+    const char *x = ob_input(b, 3, (int64_t[]){-1, -1, 32});
+    const char *r = ob_input(b, 3, (int64_t[]){-1, -1, 48});
+    const char *mm = ob_node2(b, "MatMul", x, ob_const(b, 2, (int64_t[]){32, 48}, w));
+    const char *act = ob_node1(b, "Relu", ob_node2(b, "Add", mm, ob_const(b, 1, (int64_t[]){48}, bias)));
+    ob_output(b, ob_node2(b, "Add", act, r));
+    return load(b);
+}
+
+/* y = a b + r, a: [n, n, 16], b: [n, 16, 24], r: [n, n, 24]: one GEMM per batch item. */
+static af_model *batched_model(void) {
+    ob_model *b = ob_new(13);
+    const char *a = ob_input(b, 3, (int64_t[]){-1, -1, 16});
+    const char *bb = ob_input(b, 3, (int64_t[]){-1, 16, 24});
+    const char *r = ob_input(b, 3, (int64_t[]){-1, -1, 24});
+    ob_output(b, ob_node2(b, "Add", ob_node2(b, "MatMul", a, bb), r));
+    return load(b);
+}
+
+static af_session *session(const af_model *m, int level) {
+    af_session_options o = af_session_options_default();
+    o.fusion_level = level;
+    o.n_threads = 2;
+    af_session *s = NULL;
+    af_error err = {0};
+    if (af_session_create(m, &o, &s, &err) != AF_OK) {
+        af_test_fail(__FILE__, __LINE__, "session: %s", err.message);
+        return NULL;
+    }
+    return s;
+}
+
+/* Runs both sessions on random inputs of the given shapes; the outputs must agree. */
+static void compare_runs(af_session *fused, af_session *plain, int n_in, const int64_t (*dims)[3]) {
+    af_tensor in[3];
+    const char *names[3] = {"in0", "in1", "in2"};
+    for (int i = 0; i < n_in; i++) {
+        int64_t n = dims[i][0] * dims[i][1] * dims[i][2];
+        float *p = malloc((size_t)n * sizeof *p);
+        for (int64_t k = 0; p && k < n; k++) p[k] = frand();
+        in[i] = (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 3, .dims = {dims[i][0], dims[i][1], dims[i][2]}, .data = p};
+    }
+    af_error err = {0};
+    CHECK(af_session_run(fused, n_in, names, in, &err) == AF_OK);
+    CHECK(af_session_run(plain, n_in, names, in, &err) == AF_OK);
+    const af_tensor *a = af_session_output(fused, 0), *b = af_session_output(plain, 0);
+    CHECK(a && b && af_tensor_numel(a) == af_tensor_numel(b) && a->rank == 3 && a->dims[1] == dims[0][1]);
+    int64_t bad = 0, n = a && b ? af_tensor_numel(b) : 0;
+    for (int64_t k = 0; k < n; k++) {
+        const double x = ((const float *)a->data)[k], y = ((const float *)b->data)[k];
+        if (!(fabs(x - y) <= 1e-5 + 1e-4 * fabs(y))) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    for (int i = 0; i < n_in; i++) free(in[i].data);
+}
+
+AF_TEST(dynamic_matmul_epilogue_fuses_and_matches_unfused) {
+    af_model *lin = linear_model(), *bat = batched_model();
+    CHECK(lin && bat);
+    if (!lin || !bat) {
+        af_model_free(lin);
+        af_model_free(bat);
+        return;
+    }
+    af_session *lf = session(lin, 3), *lp = session(lin, 0), *bf = session(bat, 3), *bp = session(bat, 0);
+    if (lf && lp && bf && bp) {
+        /* MatMul + bias + Relu + residual become one step; likewise MatMul + residual. */
+        CHECK_EQ_INT(af_session_n_steps(lf), 1);
+        CHECK_EQ_INT(af_session_n_steps(lp), 4);
+        CHECK_EQ_INT(af_session_n_steps(bf), 1);
+        CHECK_EQ_INT(af_session_n_steps(bp), 2);
+        static const int64_t lin_shapes[][2][3] = {{{2, 5, 32}, {2, 5, 48}},
+                                                   {{3, 17, 32}, {3, 17, 48}},
+                                                   {{1, 1, 32}, {1, 1, 48}}};
+        for (int k = 0; k < 3; k++) compare_runs(lf, lp, 2, lin_shapes[k]);
+        static const int64_t bat_shapes[][3][3] = {{{2, 5, 16}, {2, 16, 24}, {2, 5, 24}},
+                                                   {{4, 19, 16}, {4, 16, 24}, {4, 19, 24}},
+                                                   {{3, 2, 16}, {3, 16, 24}, {3, 2, 24}}};
+        for (int k = 0; k < 3; k++) compare_runs(bf, bp, 3, bat_shapes[k]);
+    }
+    af_session_free(lf);
+    af_session_free(lp);
+    af_session_free(bf);
+    af_session_free(bp);
+    af_model_free(lin);
+    af_model_free(bat);
+}
