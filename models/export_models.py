@@ -284,6 +284,23 @@ class SmallResNet(ResNet):
         return super()._make_layer(block, planes // SmallResNet._div, blocks, stride, dilate)
 
 
+class LoopRefine(nn.Module):
+    """A refinement loop with a run-time trip count: h = relu(h W + b) + h, `steps` times, then a
+    linear head.  torch.jit.script keeps the loop, so the exporter writes an ONNX Loop whose body
+    reads W and b from the enclosing graph (a dimension of 64, 10 outputs)."""
+
+    def __init__(self, dim=64, classes=10):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x, steps):
+        h = x
+        for _ in range(int(steps.item())):
+            h = torch.relu(self.fc(h)) + h
+        return self.head(h)
+
+
 def _randomize_cnn(model, image_shape, calib_batches=2, calib_batch=4):
     """Give BN layers non-trivial affine params and running statistics, and
     conv/linear layers non-zero biases.  Running stats are calibrated on
@@ -374,6 +391,7 @@ ARCHS = {
     "mobilenet_v3_small": "torchvision mobilenet_v3_small width_mult=0.5, 100 classes, 1x3x224x224",
     "resnet_small": "torchvision ResNet, Bottleneck [1,2,1,1], widths/4, 100 classes, 1x3x112x112",
     "bert_tiny": "BERT (2L, H128, 2 heads, FF512, vocab 1000), seq 32",
+    "loop_refine": "scripted loop h = relu(h W + b) + h, run-time trip count, dim 64, 2x8x64",
 }
 
 
@@ -409,6 +427,19 @@ def build(arch, seed):
             model = BertModel(cfg)
             spec = _bert_spec(cfg, seq, pad)
             spec["config"] = dict(vars(cfg))
+        elif arch == "loop_refine":
+            model = LoopRefine()
+            spec = {
+                "kind": "loop",
+                "script": True,
+                "inputs": [{"name": "x", "shape": [2, 8, 64], "dtype": "float32",
+                            "gen": {"kind": "uniform", "low": -1.0, "high": 1.0}},
+                           {"name": "steps", "shape": [], "dtype": "int64",
+                            "gen": {"kind": "const", "value": 3}}],
+                "outputs": ["y"],
+                "dynamic_axes": {},
+                "dims": {},
+            }
         else:
             raise SystemExit("unknown model %r (try --list)" % arch)
     finally:
@@ -422,6 +453,10 @@ def _dummy_inputs(spec):
     for inp in spec["inputs"]:
         if inp["dtype"] == "float32":
             args.append(torch.zeros(inp["shape"], dtype=torch.float32))
+        elif inp["gen"]["kind"] == "const":
+            t = torch.full(inp["shape"], inp["gen"]["value"], dtype=torch.int64)
+            args.append(t)
+            continue
         else:
             t = torch.ones(inp["shape"], dtype=torch.int64)
             if inp["gen"]["kind"] == "segments":
@@ -451,7 +486,8 @@ def export(arch, out_dir, opset, seed, dynamic, keep_bn=False, data_dims=None):
         # PRESERVE + constant folding warns about training-mode exports; the
         # model is in eval() so folding cannot change any parameter here.
         warnings.filterwarnings("ignore", message="It is recommended that constant folding")
-        torch.onnx.export(model, _dummy_inputs(spec), path,
+        exported = torch.jit.script(model) if spec.get("script") else model
+        torch.onnx.export(exported, _dummy_inputs(spec), path,
                           opset_version=opset,
                           input_names=input_names,
                           output_names=spec["outputs"],

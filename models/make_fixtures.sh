@@ -43,6 +43,7 @@ SMALL=(
   "bert_tiny|--model bert_tiny|"
   "bert_tiny_op11|--model bert_tiny --opset 11|"
   "bert_tiny_dynamic|--model bert_tiny --dynamic-batch --data-dim batch=1 --data-dim sequence=16|"
+  "loop_refine|--model loop_refine|"
 )
 FULLSET=(
   "resnet50|--model resnet50|"

@@ -192,3 +192,11 @@ int af_node_attr_floats(const af_node *n, const char *name, const float **out) {
     *out = a->floats;
     return a->n;
 }
+
+const af_value *af_graph_const_value(const af_graph *g, int v) {
+    while (g && v >= 0 && v < g->n_values && g->values[v].kind == AF_VALUE_OUTER) {
+        v = g->values[v].outer_id;
+        g = g->parent;
+    }
+    return g && v >= 0 && v < g->n_values && g->values[v].kind == AF_VALUE_CONST ? &g->values[v] : NULL;
+}

@@ -101,6 +101,11 @@ void af_graph_free(af_graph *g);
 int af_graph_add_value(af_graph *g, const char *name, af_error *err);
 /* The id of `name` in this graph only, or -1. */
 int af_graph_find_value(const af_graph *g, const char *name);
+/* The constant value v is: v itself when constant, or, for a subgraph's capture of an enclosing
+ * graph's value (AF_VALUE_OUTER, through any depth), that value when it is a constant there; else
+ * NULL. Its data may be NULL (weights released after packing). Lets a Loop body's MatMul read
+ * the enclosing graph's weight as a weight. */
+const af_value *af_graph_const_value(const af_graph *g, int v);
 /* Appends a node with no inputs/outputs/attrs; returns its index or -1. */
 int af_graph_add_node(af_graph *g, const char *name, const char *op_type, const char *domain,
                       af_error *err);

@@ -46,7 +46,10 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
 const af_tensor *af_kernel_input(const af_kernel_request *req, int i) {
     if (i < req->n_overrides && req->overrides[i]) return req->overrides[i];
     const af_node *n = req->node;
-    return i < n->n_inputs && n->inputs[i] >= 0 ? &req->graph->values[n->inputs[i]].t : NULL;
+    if (i >= n->n_inputs || n->inputs[i] < 0) return NULL;
+    /* A subgraph's capture of an enclosing graph's constant is that constant, data and all. */
+    const af_value *c = af_graph_const_value(req->graph, n->inputs[i]);
+    return c ? &c->t : &req->graph->values[n->inputs[i]].t;
 }
 
 void af_kernel_release(af_kernel *k) {

@@ -61,6 +61,16 @@ static af_status run_subgraph(af_exec *parent, const af_graph *g, int n_in, cons
     af_exec e;
     af_status st = af_exec_init(&e, g, parent, err);
     if (st != AF_OK) return st;
+    /* The body's own plan, if the session made one: the running If/Loop step uses neither the
+     * pool nor the workspace while its body runs. */
+    const af_subplan *sp = af_subplans_find(parent->subplans, g);
+    if (sp) {
+        e.plan = &sp->plan;
+        e.lifetimes = &sp->lifetimes;
+        e.pool = parent->pool;
+        e.workspace = parent->workspace;
+    }
+    e.subplans = parent->subplans;
     for (int k = 0; k < n_in; k++) e.env[g->inputs[k]] = *in[k];
     st = af_exec_run(&e, err);
     int taken = 0;

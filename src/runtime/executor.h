@@ -11,7 +11,8 @@
  *   af_exec_run(&e, err);                    // outputs in e.env[g->outputs[i]]
  *   af_exec_release(&e);
  *
- * Without a plan every node runs its reference kernel (how If/Loop bodies run).
+ * Without a plan every node runs its reference kernel. A subgraph (If/Loop body) runs its plan
+ * from `subplans` when there is one, on the parent's pool and workspace.
  */
 #ifndef AF_RUNTIME_EXECUTOR_H
 #define AF_RUNTIME_EXECUTOR_H
@@ -19,6 +20,7 @@
 #include "ir/graph.h"
 #include "runtime/memory_plan.h"
 #include "runtime/plan.h"
+#include "runtime/subplans.h"
 
 typedef struct af_exec {
     const af_graph *g;
@@ -26,6 +28,7 @@ typedef struct af_exec {
     af_tensor *env;             /* per value: the tensor it holds while running */
     bool *owned;                /* per value: env data is heap memory this exec frees */
     const af_exec_plan *plan;   /* NULL: one reference step per node */
+    const af_subplans *subplans; /* plans for subgraphs, or NULL; subgraph execs inherit it */
     const af_lifetimes *lifetimes; /* for plan; NULL: heap values live to the end of the run */
     const af_memory_plan *memory;  /* arena offsets, or NULL */
     uint8_t *arena;

@@ -9,6 +9,7 @@
 static void plan_state_free(af_plan_state *ps) {
     af_exec_plan_free(&ps->plan);
     af_fusion_result_free(&ps->fusion);
+    af_subplans_free(&ps->subs);
     af_lifetimes_free(&ps->lifetimes);
     af_memory_plan_free(&ps->memory);
     af_free_aligned(ps->arena);
@@ -33,6 +34,10 @@ static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_wei
         st = af_exec_plan_unfused(g, rq->isa, rq->n_threads, rq->reference_kernels, release, &ps->plan, err);
     else
         st = af_fusion_plan(g, &cfg, rq->isa, rq->n_threads, release, &ps->plan, &ps->fusion, err);
+    /* Subgraphs are planned alike; verify stays off there: a body cannot run on its own (it
+     * reads its enclosing graph's values). */
+    cfg.verify = false;
+    if (st == AF_OK) st = af_subplans_build(g, &cfg, rq->isa, rq->n_threads, rq->reference_kernels, &ps->subs, err);
     *max_mem = cfg.max_mem_usage;
     af_fusion_config_free(&cfg);
     return st;
@@ -40,7 +45,9 @@ static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_wei
 
 /* Both caps (checked before anything that size is allocated), then the buffers. */
 static af_status build_buffers(const af_plan_request *rq, af_plan_state *ps, uint64_t max_mem, af_error *err) {
-    size_t arena = ps->memory.arena_bytes, scratch = ps->plan.workspace_bytes, need = arena + scratch;
+    size_t arena = ps->memory.arena_bytes, need;
+    size_t scratch = ps->plan.workspace_bytes > ps->subs.workspace_bytes ? ps->plan.workspace_bytes : ps->subs.workspace_bytes;
+    need = arena + scratch;
     if (need < arena || need > rq->limits->max_activation_bytes)
         return af_errorf(err, AF_ERR_LIMIT,
                          "the plan needs %zu bytes of activations and %zu of scratch; the limit is %llu (max_activation_bytes)",

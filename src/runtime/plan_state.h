@@ -20,6 +20,7 @@
 #include "fusion/engine.h"
 #include "runtime/memory_plan.h"
 #include "runtime/plan.h"
+#include "runtime/subplans.h"
 
 /* What to build. The graph must outlive the state. */
 typedef struct af_plan_request {
@@ -40,8 +41,9 @@ typedef struct af_plan_state {
     af_lifetimes lifetimes;
     af_memory_plan memory;
     uint8_t *arena;
-    void *workspace;          /* the largest scratch any kernel needs */
+    void *workspace;          /* the largest scratch any kernel needs, subplans' included */
     af_fusion_result fusion;  /* how the plan was fused (zeroed when unfused) */
+    af_subplans subs;         /* plans of the If/Loop/Scan subgraphs, at the same level */
     double *profile_ms;       /* per step, summed over profile_runs profiled runs */
     int profile_runs;
     size_t kept_bytes;        /* allocations the plan kept (live bytes across its build), arena,

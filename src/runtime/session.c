@@ -220,6 +220,7 @@ static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const ch
     e.arena = ps->arena;
     e.pool = s->pool;
     e.workspace = ps->workspace;
+    e.subplans = &ps->subs;
     for (int i = 0; i < n_inputs; i++) {
         int v = names[i] ? af_graph_find_value(g, names[i]) : -1;
         if (v < 0 || g->values[v].kind != AF_VALUE_INPUT) {
@@ -276,6 +277,13 @@ void af_session_fusion_report(const af_session *s, FILE *out) {
     } else {
         af_fusion_report_write(s->model->graph, &ps->fusion, out);
         fprintf(out, "plan: %d steps for %d nodes\n", ps->plan.n_steps, s->model->graph->n_nodes);
+    }
+    for (int i = 0; i < ps->subs.n; i++) {
+        const af_subplan *sp = &ps->subs.items[i];
+        fprintf(out, "\nsubgraph '%s' of node '%s' (%s):\n", sp->g->name ? sp->g->name : "", sp->owner->name,
+                sp->owner->op_type);
+        if (sp->plan.fusion_level > 0 || sp->fusion.candidates.n) af_fusion_report_write(sp->g, &sp->fusion, out);
+        fprintf(out, "plan: %d steps for %d nodes\n", sp->plan.n_steps, sp->g->n_nodes);
     }
     af_plan_state_release(ps);
 }

@@ -26,7 +26,7 @@ static af_fusion_strategy choose(const af_cost_graph *cg, const af_hw_model *hw,
         return AF_STRATEGY_CONSERVATIVE;
     if (cfg->max_mem_usage && footprint > AF_COST_AUTO_LIMIT_FRACTION * (double)cfg->max_mem_usage)
         return AF_STRATEGY_CONSERVATIVE;
-    if (has_loops(cg->g)) return AF_STRATEGY_TEMPORAL;
+    if (has_loops(cg->g) || cg->g->parent) return AF_STRATEGY_TEMPORAL; /* a body repeats per iteration */
     return AF_STRATEGY_AGGRESSIVE;
 }
 

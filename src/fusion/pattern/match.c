@@ -165,9 +165,8 @@ static bool attr_literal(const af_attr *a, af_literal *out) {
 }
 
 static const af_value *const_value(const af_graph *g, int v) {
-    if (v < 0) return NULL;
-    const af_value *val = &g->values[v];
-    return val->kind == AF_VALUE_CONST && val->t.data ? val : NULL;
+    const af_value *val = af_graph_const_value(g, v);
+    return val && val->t.data ? val : NULL;
 }
 
 /* Clip's bound: the attribute (opset < 11), else the constant input; absent means unbounded. */

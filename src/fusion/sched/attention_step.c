@@ -28,7 +28,8 @@ static bool perm_is(const af_node *t, const int64_t *want) {
 }
 
 static const float *scalar_const(const af_graph *g, int v) {
-    const af_tensor *t = v >= 0 && g->values[v].kind == AF_VALUE_CONST ? &g->values[v].t : NULL;
+    const af_value *c = af_graph_const_value(g, v);
+    const af_tensor *t = c ? &c->t : NULL;
     return t && t->dtype == AF_DTYPE_FLOAT && af_tensor_numel(t) == 1 ? t->data : NULL;
 }
 

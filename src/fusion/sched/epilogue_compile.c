@@ -40,9 +40,8 @@ static bool fail(compile *c, const char *fmt, const char *a) {
 }
 
 static const af_tensor *constant(const af_graph *g, int v) {
-    return v >= 0 && g->values[v].kind == AF_VALUE_CONST && g->values[v].t.dtype == AF_DTYPE_FLOAT
-               ? &g->values[v].t
-               : NULL;
+    const af_value *c = af_graph_const_value(g, v);
+    return c && c->t.dtype == AF_DTYPE_FLOAT ? &c->t : NULL;
 }
 
 typedef enum { VEC_NONE, VEC_SCALAR, VEC_ROW, VEC_COL } vec_kind;

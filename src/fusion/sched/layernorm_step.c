@@ -21,10 +21,8 @@ typedef struct ln_parts {
 } ln_parts;
 
 static const af_tensor *const_float(const af_graph *g, int v) {
-    return v >= 0 && g->values[v].kind == AF_VALUE_CONST && g->values[v].t.dtype == AF_DTYPE_FLOAT &&
-                   g->values[v].t.data
-               ? &g->values[v].t
-               : NULL;
+    const af_value *c = af_graph_const_value(g, v);
+    return c && c->t.dtype == AF_DTYPE_FLOAT && c->t.data ? &c->t : NULL;
 }
 
 /* A ReduceMean over the last axis only, keeping dims. */
@@ -37,8 +35,8 @@ static bool mean_last_axis(const af_graph *g, const af_node *n) {
     if (n_axes == 1) {
         axis = axes[0];
     } else if (n_axes <= 0 && n->n_inputs > 1) { /* opset 18: axes as an input */
-        const af_value *a = n->inputs[1] >= 0 ? &g->values[n->inputs[1]] : NULL;
-        if (!a || a->kind != AF_VALUE_CONST || a->t.dtype != AF_DTYPE_INT64 || af_tensor_numel(&a->t) != 1) return false;
+        const af_value *a = af_graph_const_value(g, n->inputs[1]);
+        if (!a || a->t.dtype != AF_DTYPE_INT64 || af_tensor_numel(&a->t) != 1) return false;
         axis = ((const int64_t *)a->t.data)[0];
     } else {
         return false;

@@ -11,8 +11,9 @@
 #include "kernels/fast/squeeze_excite.h"
 
 static const float *const_data(const af_graph *g, int v, int64_t numel) {
-    if (v < 0 || g->values[v].kind != AF_VALUE_CONST) return NULL;
-    const af_tensor *t = &g->values[v].t;
+    const af_value *c = af_graph_const_value(g, v);
+    if (!c) return NULL;
+    const af_tensor *t = &c->t;
     return t->dtype == AF_DTYPE_FLOAT && t->data && af_tensor_numel(t) == numel ? t->data : NULL;
 }
 

@@ -163,7 +163,7 @@ static const af_tensor *const_input(const af_kernel_request *req, int i) {
     const af_tensor *t = af_kernel_input(req, i);
     if (!t || !t->data) return NULL;
     if (i < req->n_overrides && req->overrides[i]) return t;
-    return req->graph->values[req->node->inputs[i]].kind == AF_VALUE_CONST ? t : NULL;
+    return af_graph_const_value(req->graph, req->node->inputs[i]) ? t : NULL;
 }
 
 /* A constant scalar input read as a double; false when input i is not one. */

@@ -162,7 +162,7 @@ static const float *const_f32(const af_kernel_request *req, int i, int64_t n) {
     const af_tensor *t = af_kernel_input(req, i);
     if (!t || !t->data || t->dtype != AF_DTYPE_FLOAT || af_tensor_numel(t) != n) return NULL;
     bool overridden = i < req->n_overrides && req->overrides[i];
-    if (!overridden && req->graph->values[req->node->inputs[i]].kind != AF_VALUE_CONST) return NULL;
+    if (!overridden && !af_graph_const_value(req->graph, req->node->inputs[i])) return NULL;
     return t->data;
 }
 
