@@ -236,6 +236,9 @@ typedef struct af_plan_memory {
     size_t kernel_weight_bytes;
     size_t metadata_bytes;
     size_t model_constant_bytes;
+    size_t elastic_arena_bytes; /* the arena planned for dynamic values' run-time sizes (config
+                                   shape_elasticity; 0: none yet, or a static model) */
+    int elastic_replans;        /* how often it was planned: once, plus once per growth beyond it */
 } af_plan_memory;
 af_plan_memory af_session_plan_memory(const af_session *session);
 /* The instruction-set level the session's kernels use: "avx512", "avx2" or "scalar". */

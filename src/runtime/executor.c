@@ -115,12 +115,18 @@ static af_status place_output(af_exec *e, int v, af_error *err) {
                          (unsigned long long)max_bytes);
     }
     const af_memory_plan *mp = e->memory;
-    if (mp && e->arena && mp->offset[v] >= 0 && ((bytes + 63) & ~(size_t)63) == mp->size[v]) {
+    const af_value *val = &e->g->values[v];
+    /* A dynamic value (no static size) fits any slot at least its size: an elastic plan's. */
+    const bool dynamic = val->kind == AF_VALUE_NODE && !val->is_output && af_tensor_numel(&val->t) < 0;
+    const size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (dynamic && e->observed && bytes > e->observed[v]) e->observed[v] = bytes;
+    if (mp && e->arena && mp->offset[v] >= 0 && (rounded == mp->size[v] || (dynamic && rounded <= mp->size[v]))) {
         t->data = e->arena + mp->offset[v];
         t->nbytes = bytes;
         e->owned[v] = false;
         return AF_OK;
     }
+    if (dynamic && e->outgrown && bytes) *e->outgrown = true;
     if (e->spare_outputs && e->g->values[v].is_output && take_spare(e, v, bytes)) return AF_OK;
     af_status st = af_tensor_alloc(t, err);
     if (st == AF_OK) e->owned[v] = true;

@@ -39,6 +39,9 @@ typedef struct af_exec {
     const af_node *running;     /* the node whose kernel is running (If/Loop call back into us) */
     int64_t loop_iterations;    /* bodies the running Loop node has run */
     double *step_ms;            /* per plan step: wall time added each run (profiling), or NULL */
+    size_t *observed;           /* per value, or NULL: the most bytes each dynamic arena candidate
+                                   took this run (runtime/elastic_arena.h) */
+    bool *outgrown;             /* set when such a value found no slot in memory's plan */
     af_tensor *spare_outputs;   /* per graph output i, or NULL: the caller's heap buffer from an
                                    earlier run, which the output may reuse (then its entry's data
                                    is set to NULL: the exec owns it) instead of a fresh allocation */

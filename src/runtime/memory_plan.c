@@ -124,6 +124,11 @@ static int slot_of(const int *slot, int v) {
 }
 
 af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_memory_plan *plan, af_error *err) {
+    return af_memory_plan_build_hinted(g, lt, NULL, plan, err);
+}
+
+af_status af_memory_plan_build_hinted(const af_graph *g, const af_lifetimes *lt, const size_t *hint,
+                                      af_memory_plan *plan, af_error *err) {
     memset(plan, 0, sizeof *plan);
     plan->n_values = g->n_values;
     const size_t nv = (size_t)(g->n_values ? g->n_values : 1);
@@ -150,9 +155,13 @@ af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_mem
         if (val->kind != AF_VALUE_NODE || val->is_output || lt->first[v] < 0) continue;
         int64_t numel = af_tensor_numel(&val->t);
         size_t es = af_dtype_size(val->t.dtype);
-        if (numel < 0 || es == 0) continue; /* dynamic: allocated while running */
         size_t bytes;
-        if (!af_mul_size((size_t)numel, es, &bytes) || bytes > SIZE_MAX - 64) continue;
+        if (numel < 0 || es == 0) { /* dynamic: allocated while running, unless hinted */
+            if (!hint || !hint[v] || hint[v] > SIZE_MAX - 64) continue;
+            bytes = hint[v];
+        } else if (!af_mul_size((size_t)numel, es, &bytes) || bytes > SIZE_MAX - 64) {
+            continue;
+        }
         bytes = (bytes + 63) & ~(size_t)63;
         plan->size[v] = bytes;
         int first = lt->first[v], last = lt->last[v] < first ? first : lt->last[v];
@@ -163,6 +172,7 @@ af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_mem
     for (int v = 0; lt->alias && v < g->n_values; v++) {
         int src = lt->alias[v];
         if (src < 0 || !plan->size[v] || plan->size[src] != plan->size[v]) continue;
+        if (af_tensor_numel(&g->values[v].t) < 0 || af_tensor_numel(&g->values[src].t) < 0) continue;
         slot[v] = src;
         plan->n_inplace++;
         plan->inplace_bytes += plan->size[v];

@@ -48,6 +48,11 @@ typedef struct af_memory_plan {
 } af_memory_plan;
 
 af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_memory_plan *plan, af_error *err);
+/* The same with sizes for dynamic values: hint[v] bytes (0: not planned) for a value whose size is
+ * not static. Hinted values never share a slot in place: at run time their shapes may differ
+ * from their input's (a broadcast), where writing over the input would corrupt it. */
+af_status af_memory_plan_build_hinted(const af_graph *g, const af_lifetimes *lt, const size_t *hint,
+                                      af_memory_plan *plan, af_error *err);
 void af_memory_plan_free(af_memory_plan *plan);
 
 #endif

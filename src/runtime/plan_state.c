@@ -39,6 +39,7 @@ static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_wei
     cfg.verify = false;
     if (st == AF_OK) st = af_subplans_build(g, &cfg, rq->isa, rq->n_threads, rq->reference_kernels, &ps->subs, err);
     *max_mem = cfg.max_mem_usage;
+    ps->shape_elasticity = cfg.shape_elasticity;
     af_fusion_config_free(&cfg);
     return st;
 }
@@ -56,6 +57,9 @@ static af_status build_buffers(const af_plan_request *rq, af_plan_state *ps, uin
         return af_errorf(err, AF_ERR_LIMIT,
                          "the plan needs %zu bytes of activations and scratch; resource_constraints.max_mem_usage is %llu",
                          need, (unsigned long long)max_mem);
+    ps->max_mem = max_mem;
+    ps->max_activation_bytes = rq->limits->max_activation_bytes;
+    ps->workspace_bytes = scratch;
     if (arena && !(ps->arena = af_malloc_aligned(arena)))
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: the activation arena needs %zu bytes", arena);
     if (scratch && !(ps->workspace = af_malloc_aligned(scratch)))

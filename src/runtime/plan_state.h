@@ -49,6 +49,10 @@ typedef struct af_plan_state {
     size_t kept_bytes;        /* allocations the plan kept (live bytes across its build), arena,
                                  workspace and profile excluded */
     size_t kernel_weight_bytes; /* the steps' kernels' weight_bytes */
+    double shape_elasticity;  /* the config's: slack of the elastic arena (elastic_arena.h) */
+    uint64_t max_mem;         /* the config's resource_constraints.max_mem_usage, 0: none */
+    uint64_t max_activation_bytes; /* the session limit the arena and scratch were checked against */
+    size_t workspace_bytes;   /* the scratch allocated */
 } af_plan_state;
 
 /* Builds a complete state: the plan (fused, or unfused at level 0), its memory plan, checked

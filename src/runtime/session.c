@@ -6,6 +6,7 @@
 
 #include "ir/model.h"
 #include "ir/tensor.h"
+#include "runtime/elastic_arena.h"
 #include "runtime/executor.h"
 #include "runtime/plan_slot.h"
 #include "runtime/plan_state.h"
@@ -27,6 +28,9 @@ struct af_session {
     pthread_mutex_t replan_lock; /* taken by replans only: they build one at a time */
     atomic_flag running; /* set while af_session_run runs: a second, overlapping call is refused */
     atomic_bool profiling; /* runs add each step's time to their plan state's profile */
+    af_elastic_arena elastic; /* dynamic values' arena; used by one run at a time (running) */
+    atomic_size_t elastic_bytes; /* its size and replans, for af_session_plan_memory */
+    atomic_int elastic_replans;
 };
 
 af_session_options af_session_options_default(void) {
@@ -37,6 +41,7 @@ void af_session_free(af_session *s) {
     if (!s) return;
     for (int i = 0; s->outputs && i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
     af_free(s->outputs);
+    af_elastic_arena_free(&s->elastic);
     af_plan_slot_free(s->slot);
     af_threadpool_free(s->pool);
     af_model_free(s->owned_model);
@@ -221,6 +226,13 @@ static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const ch
     e.pool = s->pool;
     e.workspace = ps->workspace;
     e.subplans = &ps->subs;
+    if ((st = af_elastic_arena_begin(&s->elastic, g, ps, err)) != AF_OK) goto done;
+    if (s->elastic.arena) {
+        e.memory = &s->elastic.memory;
+        e.arena = s->elastic.arena;
+    }
+    e.observed = s->elastic.observed;
+    e.outgrown = &s->elastic.outgrown;
     for (int i = 0; i < n_inputs; i++) {
         int v = names[i] ? af_graph_find_value(g, names[i]) : -1;
         if (v < 0 || g->values[v].kind != AF_VALUE_INPUT) {
@@ -240,6 +252,9 @@ static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const ch
     e.spare_outputs = s->outputs; /* the last run's output buffers, reused where they fit */
     if ((st = af_exec_run(&e, err)) != AF_OK) goto done;
     if (e.step_ms) ps->profile_runs++;
+    if ((st = af_elastic_arena_update(&s->elastic, g, ps, err)) != AF_OK) goto done;
+    atomic_store(&s->elastic_bytes, s->elastic.arena ? s->elastic.memory.arena_bytes : 0);
+    atomic_store(&s->elastic_replans, s->elastic.replans);
     for (int i = 0; i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
     for (int i = 0; i < s->n_outputs; i++)
         if ((st = af_exec_take(&e, g->outputs[i], &s->outputs[i], err)) != AF_OK) goto done;
@@ -351,6 +366,8 @@ af_plan_memory af_session_plan_memory(const af_session *s) {
     af_plan_state *ps = af_plan_slot_acquire(s->slot);
     m.kernel_weight_bytes = ps->kernel_weight_bytes;
     m.metadata_bytes = ps->kept_bytes > ps->kernel_weight_bytes ? ps->kept_bytes - ps->kernel_weight_bytes : 0;
+    m.elastic_arena_bytes = atomic_load(&s->elastic_bytes);
+    m.elastic_replans = atomic_load(&s->elastic_replans);
     af_plan_state_release(ps);
     return m;
 }

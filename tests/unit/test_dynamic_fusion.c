@@ -3,6 +3,7 @@
  * at several input shapes, with fewer steps. The batched MatMul (both operands activations) takes
  * its residual's per-item stride from the actual output at run time. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,4 +119,71 @@ AF_TEST(dynamic_matmul_epilogue_fuses_and_matches_unfused) {
     af_session_free(bp);
     af_model_free(lin);
     af_model_free(bat);
+}
+
+/* y = Relu(x W1 + b) W2 + r: the value between the two MatMul groups has symbolic rows, so it
+ * lives on the heap until the elastic arena plans it (config shape_elasticity). */
+static af_model *two_layer_model(void) {
+    static float w1[32 * 48], w2[48 * 32], bias[48];
+    for (int i = 0; i < 32 * 48; i++) w1[i] = 0.2f * frand();
+    for (int i = 0; i < 48 * 32; i++) w2[i] = 0.2f * frand();
+    for (int i = 0; i < 48; i++) bias[i] = frand();
+    ob_model *b = ob_new(13);
+    const char *x = ob_input(b, 3, (int64_t[]){-1, -1, 32});
+    const char *r = ob_input(b, 3, (int64_t[]){-1, -1, 32});
+    const char *h = ob_node1(
+        b, "Relu",
+        ob_node2(b, "Add", ob_node2(b, "MatMul", x, ob_const(b, 2, (int64_t[]){32, 48}, w1)),
+                 ob_const(b, 1, (int64_t[]){48}, bias)));
+    ob_output(b, ob_node2(b, "Add", ob_node2(b, "MatMul", h, ob_const(b, 2, (int64_t[]){48, 32}, w2)), r));
+    return load(b);
+}
+
+static af_session *session_with_config(const af_model *m, int level, const char *config_path) {
+    af_session_options o = af_session_options_default();
+    o.fusion_level = level;
+    o.config_path = config_path;
+    af_session *s = NULL;
+    af_error err = {0};
+    if (af_session_create(m, &o, &s, &err) != AF_OK) af_test_fail(__FILE__, __LINE__, "session: %s", err.message);
+    return s;
+}
+
+AF_TEST(dynamic_elastic_arena_replans_only_beyond_the_elasticity) {
+    af_model *m = two_layer_model();
+    CHECK(m != NULL);
+    if (!m) return;
+    char path[] = "/tmp/af_elastic_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f) {
+        fputs("{\"shape_elasticity\": 0}", f);
+        fclose(f);
+    }
+    for (int level = 0; level <= 3; level += 3) {
+        af_session *s = session_with_config(m, level, NULL), *tight = session_with_config(m, level, path);
+        af_session *ref = session(m, 0);
+        if (s && tight && ref) {
+            /* rows (batch x sequence) per run, and the replans expected after it at elasticity
+             * 0.25 (the default) and 0 */
+            static const int64_t runs[][2] = {{2, 5}, {2, 6}, {1, 4}, {3, 9}, {3, 9}};
+            static const int want[][2] = {{1, 1}, {1, 2}, {1, 2}, {2, 3}, {2, 3}};
+            for (int k = 0; k < 5; k++) {
+                const int64_t shapes[2][3] = {{runs[k][0], runs[k][1], 32}, {runs[k][0], runs[k][1], 32}};
+                compare_runs(s, ref, 2, shapes);
+                compare_runs(tight, ref, 2, shapes);
+                af_plan_memory a = af_session_plan_memory(s), b = af_session_plan_memory(tight);
+                if (a.elastic_replans != want[k][0] || b.elastic_replans != want[k][1])
+                    af_test_fail(__FILE__, __LINE__, "level %d run %d: %d and %d replans, expected %d and %d", level,
+                                 k, a.elastic_replans, b.elastic_replans, want[k][0], want[k][1]);
+                CHECK(a.elastic_arena_bytes > 0 && b.elastic_arena_bytes > 0);
+            }
+        }
+        af_session_free(s);
+        af_session_free(tight);
+        af_session_free(ref);
+    }
+    remove(path);
+    af_model_free(m);
 }
