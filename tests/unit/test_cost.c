@@ -660,58 +660,7 @@ AF_TEST(cost_hw_probe_and_cache) {
         CHECK(af_hw_model_probe(&cfg, &m, NULL) == AF_OK);
         CHECK(m.peak_source == AF_HW_CACHED && m.bandwidth_source == AF_HW_CACHED);
     }
-    /* a cache from another CPU is not used either */
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "version=1\ncpu=Some Other CPU\nisa=%s\ncores=%d\npeak_gflops_core=1\nbw_l2_core_gbs=1\n"
-                   "bw_l3_core_gbs=1\nbw_dram_core_gbs=1\nbw_dram_all_gbs=1\n",
-                af_isa_name(hw.isa), hw.n_cores_probed);
-        fclose(f);
-    }
-    af_hw_model other;
-    CHECK(af_hw_model_probe(&cfg, &other, NULL) == AF_OK);
-    CHECK(other.peak_source == AF_HW_MEASURED);
-
-    /* Each ISA level has its own section: this level's is used, and re-measuring this level
-     * (its section missing) keeps the other level's figures in the file. */
-    const char *mine = af_isa_name(hw.isa), *theirs = af_isa_name((af_isa)((hw.isa + 1) % AF_ISA_COUNT));
-    f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "version=1\ncpu=%s\ncores=%d\nisa=%s\npeak_gflops_core=7\nisa=%s\npeak_gflops_core=3\n"
-                   "bw_l2_core_gbs=4\nbw_l3_core_gbs=4\nbw_dram_core_gbs=4\nbw_dram_all_gbs=4\n",
-                hw.cpu_model, hw.n_cores_probed, theirs, mine);
-        fclose(f);
-    }
-    af_hw_model sect;
-    CHECK(af_hw_model_probe(&cfg, &sect, NULL) == AF_OK);
-    CHECK(sect.peak_source == AF_HW_CACHED && sect.peak_gflops_core == 3 && sect.bw_dram_all_gbs == 4);
-    f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "version=1\ncpu=%s\ncores=%d\nisa=%s\npeak_gflops_core=7\n", hw.cpu_model, hw.n_cores_probed,
-                theirs);
-        fclose(f);
-    }
-    CHECK(af_hw_model_probe(&cfg, &sect, NULL) == AF_OK);
-    CHECK(sect.peak_source == AF_HW_MEASURED && sect.peak_gflops_core != 7);
-    char text[2048] = {0}, want[64];
-    f = fopen(path, "r");
-    if (f) {
-        size_t got = fread(text, 1, sizeof text - 1, f);
-        text[got] = '\0';
-        fclose(f);
-    }
-    snprintf(want, sizeof want, "isa=%s\npeak_gflops_core=7\n", theirs);
-    CHECK(strstr(text, want) != NULL);
-    snprintf(want, sizeof want, "isa=%s\npeak_gflops_core=", mine);
-    CHECK(strstr(text, want) != NULL);
-    /* a value before any isa= line is malformed */
-    f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "version=1\ncpu=%s\ncores=%d\npeak_gflops_core=7\n", hw.cpu_model, hw.n_cores_probed);
-        fclose(f);
-    }
-    CHECK(af_hw_model_probe(&cfg, &sect, NULL) == AF_OK);
-    CHECK(sect.peak_source == AF_HW_MEASURED);
+    /* entries per CPU, core count and ISA level, old and corrupt files: test_hw_cache.c */
     remove(path);
 
     af_hw_model scaled = hw;

@@ -21,7 +21,7 @@
 #define AF_HW_X86 1
 #endif
 
-#define CACHE_VERSION 1
+#define CACHE_VERSION 2 /* 1: one core count per file */
 
 /* Conservative built-in numbers (lite_mode, failed measurements): well below any recent x86 core,
  * so estimates err towards "memory is slow", the side where fusion decisions stay safe. */
@@ -364,25 +364,52 @@ typedef struct cache_values {
     double peak_gflops_core, bw_l2_core, bw_l3_core, bw_dram_core, bw_dram_all; /* 0: absent */
 } cache_values;
 
-/* The file holds the CPU's name and core count, then one section per ISA level ("isa=NAME" and
- * its values), so sessions at different levels (AF_ISA, the session option) keep their own
- * measurements instead of replacing each other's: before, a run at another level re-measured,
- * on whatever load the machine had, and overwrote the native level's figures. */
+/* One measured configuration: its key (the CPU's name, the CPUs in the affinity mask, the ISA
+ * level) and its figures. The file keeps one entry per key, so a run with another core count
+ * (taskset, a container's CPU quota) or at another level (AF_ISA) measures and stores its own
+ * figures beside the others: when the file held one core count, a 1-CPU run replaced the 2-CPU
+ * figures and the next 2-CPU run re-measured them, on whatever load the machine had then, and
+ * got a different plan. */
+typedef struct cache_entry {
+    char cpu[96];
+    int cores; /* 0: not given yet */
+    int isa;   /* -1: not given yet */
+    cache_values v;
+} cache_entry;
+
+#define CACHE_MAX_ENTRIES 64 /* a full file drops its oldest entry for a new one */
+
 typedef struct cache_file {
-    cache_values isa[AF_ISA_COUNT];
+    int n;
+    cache_entry e[CACHE_MAX_ENTRIES];
 } cache_file;
 
 static bool positive(double v) { return isfinite(v) && v > 0; }
 
-/* Reads the cache; false (and cf empty) when absent, for another CPU or core count, or corrupt
- * (any malformed line, a value outside a section, bandwidths not all given together). */
-static bool cache_read(const char *path, const af_hw_model *hw, cache_file *cf) {
-    memset(cf, 0, sizeof *cf);
+static bool entry_is(const cache_entry *e, const char *cpu, int cores, int isa) {
+    return e->cores == cores && e->isa == isa && !strcmp(e->cpu, cpu);
+}
+
+/* Checks a parsed entry: key complete, some figure, bandwidths all given or none. */
+static bool entry_complete(const cache_entry *e) {
+    const cache_values *c = &e->v;
+    bool bw_set = c->bw_l2_core || c->bw_l3_core || c->bw_dram_core || c->bw_dram_all;
+    bool bw_full = c->bw_l2_core && c->bw_l3_core && c->bw_dram_core && c->bw_dram_all;
+    return e->cores > 0 && e->isa >= 0 && (c->peak_gflops_core || bw_set) && bw_set == bw_full;
+}
+
+/* Reads every entry of the cache; false (and cf empty) when the file is absent, of another
+ * format version (version 1 held one core count: read as absent, the figures are measured again)
+ * or corrupt: a line that is not key=value, an unknown key, a number that is not positive, a
+ * figure outside an entry or before its cores= and isa=, an entry without a figure or with only
+ * some bandwidths, the same key twice, more entries than are ever written. */
+static bool cache_read(const char *path, cache_file *cf) {
+    cf->n = 0;
     FILE *f = fopen(path, "r");
     if (!f) return false;
     char line[256];
-    bool ok = true, cpu = false, cores = false, version = false;
-    cache_values *cv = NULL; /* the current section */
+    bool ok = true, version = false;
+    cache_entry *e = NULL; /* the current entry */
     while (ok && fgets(line, sizeof line, f)) {
         size_t len = strcspn(line, "\r\n");
         if (line[len] == '\0' && !feof(f)) ok = false; /* a line longer than any we write */
@@ -398,30 +425,57 @@ static bool cache_read(const char *path, const af_hw_model *hw, cache_file *cf) 
         char *end;
         double d = strtod(val, &end);
         bool num = end != val && *end == '\0' && positive(d);
-        if (!strcmp(key, "version")) version = num && (int)d == CACHE_VERSION;
-        else if (!strcmp(key, "cpu")) cpu = !strcmp(val, hw->cpu_model);
-        else if (!strcmp(key, "cores")) cores = num && (int)d == hw->n_cores_probed;
-        else if (!strcmp(key, "isa")) {
-            int i = af_isa_parse(val);
-            ok = i >= 0;
-            cv = ok ? &cf->isa[i] : NULL;
-        } else if (!cv) ok = false;
-        else if (!strcmp(key, "peak_gflops_core")) ok = num && (cv->peak_gflops_core = d, 1);
-        else if (!strcmp(key, "bw_l2_core_gbs")) ok = num && (cv->bw_l2_core = d, 1);
-        else if (!strcmp(key, "bw_l3_core_gbs")) ok = num && (cv->bw_l3_core = d, 1);
-        else if (!strcmp(key, "bw_dram_core_gbs")) ok = num && (cv->bw_dram_core = d, 1);
-        else if (!strcmp(key, "bw_dram_all_gbs")) ok = num && (cv->bw_dram_all = d, 1);
+        if (!version) { /* the first line says the format */
+            ok = !strcmp(key, "version") && num && d == CACHE_VERSION;
+            version = ok;
+        } else if (!strcmp(key, "cpu")) {
+            ok = cf->n < CACHE_MAX_ENTRIES && *val && strlen(val) < sizeof e->cpu;
+            if (!ok) break;
+            e = &cf->e[cf->n++];
+            memset(e, 0, sizeof *e);
+            e->isa = -1;
+            snprintf(e->cpu, sizeof e->cpu, "%s", val);
+        } else if (!e) ok = false;
+        else if (!strcmp(key, "cores")) ok = !e->cores && num && d <= 1 << 20 && d == (int)d && (e->cores = (int)d, 1);
+        else if (!strcmp(key, "isa")) ok = e->isa < 0 && (e->isa = af_isa_parse(val)) >= 0;
+        else if (e->cores <= 0 || e->isa < 0) ok = false; /* a figure before its entry's key */
+        else if (!strcmp(key, "peak_gflops_core")) ok = num && !e->v.peak_gflops_core && (e->v.peak_gflops_core = d, 1);
+        else if (!strcmp(key, "bw_l2_core_gbs")) ok = num && !e->v.bw_l2_core && (e->v.bw_l2_core = d, 1);
+        else if (!strcmp(key, "bw_l3_core_gbs")) ok = num && !e->v.bw_l3_core && (e->v.bw_l3_core = d, 1);
+        else if (!strcmp(key, "bw_dram_core_gbs")) ok = num && !e->v.bw_dram_core && (e->v.bw_dram_core = d, 1);
+        else if (!strcmp(key, "bw_dram_all_gbs")) ok = num && !e->v.bw_dram_all && (e->v.bw_dram_all = d, 1);
         else ok = false;
     }
     fclose(f);
-    for (int i = 0; i < AF_ISA_COUNT; i++) {
-        const cache_values *c = &cf->isa[i];
-        bool bw_set = c->bw_l2_core || c->bw_l3_core || c->bw_dram_core || c->bw_dram_all;
-        bool bw_full = c->bw_l2_core && c->bw_l3_core && c->bw_dram_core && c->bw_dram_all;
-        if (bw_set && !bw_full) ok = false; /* bandwidths are measured and stored together */
+    for (int i = 0; ok && i < cf->n; i++) {
+        ok = entry_complete(&cf->e[i]);
+        for (int j = 0; ok && j < i; j++) ok = !entry_is(&cf->e[j], cf->e[i].cpu, cf->e[i].cores, cf->e[i].isa);
     }
-    if (!ok || !cpu || !cores || !version) memset(cf, 0, sizeof *cf);
-    return ok && cpu && cores && version;
+    if (!ok || !version) cf->n = 0;
+    return ok && version;
+}
+
+/* This configuration's entry, or NULL. */
+static const cache_entry *cache_find(const cache_file *cf, const af_hw_model *hw, int isa) {
+    for (int i = 0; i < cf->n; i++)
+        if (entry_is(&cf->e[i], hw->cpu_model, hw->n_cores_probed, isa)) return &cf->e[i];
+    return NULL;
+}
+
+/* Sets this configuration's entry to v, leaving every other entry as it is. */
+static void cache_put(cache_file *cf, const af_hw_model *hw, int isa, const cache_values *v) {
+    cache_entry *e = (cache_entry *)cache_find(cf, hw, isa);
+    if (!e) {
+        if (cf->n == CACHE_MAX_ENTRIES) { /* full: the oldest entry goes */
+            memmove(&cf->e[0], &cf->e[1], (CACHE_MAX_ENTRIES - 1) * sizeof cf->e[0]);
+            cf->n--;
+        }
+        e = &cf->e[cf->n++];
+        snprintf(e->cpu, sizeof e->cpu, "%s", hw->cpu_model);
+        e->cores = hw->n_cores_probed;
+        e->isa = isa;
+    }
+    e->v = *v;
 }
 
 /* Creates the folders above path (mkdir -p of its dirname); failures surface when writing. */
@@ -437,18 +491,18 @@ static void make_parents(const char *path) {
 }
 
 /* Writes the file beside its final name and renames it, so a reader never sees half of it. */
-static void cache_write(const char *path, const af_hw_model *hw, const cache_file *cf) {
+static void cache_write(const char *path, const cache_file *cf) {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
     make_parents(path);
     FILE *f = fopen(tmp, "w");
     if (!f) return;
-    fprintf(f, "# autofusion hardware model: measured once per ISA level, read by later runs; delete to re-measure\n");
-    fprintf(f, "version=%d\ncpu=%s\ncores=%d\n", CACHE_VERSION, hw->cpu_model, hw->n_cores_probed);
-    for (int i = 0; i < AF_ISA_COUNT; i++) {
-        const cache_values *cv = &cf->isa[i];
-        if (!cv->peak_gflops_core && !cv->bw_dram_all) continue;
-        fprintf(f, "isa=%s\n", af_isa_name((af_isa)i));
+    fprintf(f, "# autofusion hardware model: one entry per CPU, core count and ISA level, measured once and read "
+               "by later runs; delete to re-measure\nversion=%d\n", CACHE_VERSION);
+    for (int i = 0; i < cf->n; i++) {
+        const cache_entry *e = &cf->e[i];
+        const cache_values *cv = &e->v;
+        fprintf(f, "\ncpu=%s\ncores=%d\nisa=%s\n", e->cpu, e->cores, af_isa_name((af_isa)e->isa));
         if (cv->peak_gflops_core) fprintf(f, "peak_gflops_core=%.6g\n", cv->peak_gflops_core);
         if (cv->bw_dram_all) {
             fprintf(f, "bw_l2_core_gbs=%.6g\nbw_l3_core_gbs=%.6g\n", cv->bw_l2_core, cv->bw_l3_core);
@@ -519,9 +573,40 @@ static bool measure_bandwidths(const af_hw_model *hw, cache_values *cv) {
     af_free_aligned(dst);
     af_threadpool_free(pool);
     if (!cv->bw_l3_core) cv->bw_l3_core = sqrt(cv->bw_l2_core * cv->bw_dram_core);
-    if (cv->bw_dram_all < cv->bw_dram_core) cv->bw_dram_all = cv->bw_dram_core; /* noise on a busy machine */
     return positive(cv->bw_l2_core) && positive(cv->bw_l3_core) && positive(cv->bw_dram_core) &&
            positive(cv->bw_dram_all);
+}
+
+/* A measured figure to two significant digits, the value the decimal text of the cache holds. */
+static double round_figure(double v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.2g", v);
+    return strtod(buf, NULL);
+}
+
+/* Settles freshly measured bandwidths before they are used or stored (docs/cost_model.md). Noise
+ * on a busy machine only slows a copy down, so a figure below one it cannot be below is raised to
+ * it: L2 >= L3 >= DRAM per core, DRAM for all cores >= one core's, one core's >= all cores' share.
+ * Then every figure is rounded to two significant digits, so jitter of a few percent between two
+ * measurements gives the same figures, and the run that measured plans with the very numbers the
+ * later runs read back from the file. */
+static void settle_bandwidths(cache_values *cv, int cores) {
+    if (cores > 0 && cv->bw_dram_core < cv->bw_dram_all / cores) cv->bw_dram_core = cv->bw_dram_all / cores;
+    if (cv->bw_dram_all < cv->bw_dram_core) cv->bw_dram_all = cv->bw_dram_core;
+    if (cv->bw_l3_core < cv->bw_dram_core) cv->bw_l3_core = cv->bw_dram_core;
+    if (cv->bw_l2_core < cv->bw_l3_core) cv->bw_l2_core = cv->bw_l3_core;
+    cv->bw_dram_all = round_figure(cv->bw_dram_all);
+    cv->bw_dram_core = round_figure(cv->bw_dram_core);
+    cv->bw_l3_core = round_figure(cv->bw_l3_core);
+    cv->bw_l2_core = round_figure(cv->bw_l2_core);
+}
+
+static void use_bandwidths(af_hw_model *hw, const cache_values *cv, af_hw_source source) {
+    hw->bw_l2_core_gbs = cv->bw_l2_core;
+    hw->bw_l3_core_gbs = cv->bw_l3_core;
+    hw->bw_dram_core_gbs = cv->bw_dram_core;
+    hw->bw_dram_all_gbs = cv->bw_dram_all;
+    hw->bandwidth_source = source;
 }
 
 af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_error *err) {
@@ -544,28 +629,27 @@ af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_err
         char path[1024];
         if (cfg && cfg->hardware_cache) snprintf(path, sizeof path, "%s", cfg->hardware_cache);
         else af_hw_default_cache_path(path, sizeof path);
-        cache_file cf;
-        memset(&cf, 0, sizeof cf);
-        if (path[0]) cache_read(path, hw, &cf); /* a missing, foreign or corrupt file leaves cf empty */
         const int level = (unsigned)hw->isa < AF_ISA_COUNT ? (int)hw->isa : 0;
-        cache_values cv = cf.isa[level];
+        cache_file cf;
+        cache_values cv;
+        memset(&cv, 0, sizeof cv);
+        if (path[0] && cache_read(path, &cf)) { /* a missing, old or corrupt file reads as no entries */
+            const cache_entry *e = cache_find(&cf, hw, level);
+            if (e) cv = e->v;
+        }
         if (need_peak && cv.peak_gflops_core) {
             hw->peak_gflops_core = cv.peak_gflops_core;
             hw->peak_source = AF_HW_CACHED;
             need_peak = false;
         }
         if (need_bw && cv.bw_dram_all) {
-            hw->bw_l2_core_gbs = cv.bw_l2_core;
-            hw->bw_l3_core_gbs = cv.bw_l3_core;
-            hw->bw_dram_core_gbs = cv.bw_dram_core;
-            hw->bw_dram_all_gbs = cv.bw_dram_all;
-            hw->bandwidth_source = AF_HW_CACHED;
+            use_bandwidths(hw, &cv, AF_HW_CACHED);
             need_bw = false;
         }
         if (need_peak || need_bw) {
             double t0 = now_ms();
             if (need_peak) {
-                double p = measure_peak(hw->isa);
+                double p = round_figure(measure_peak(hw->isa));
                 if (positive(p)) {
                     hw->peak_gflops_core = cv.peak_gflops_core = p;
                     hw->peak_source = AF_HW_MEASURED;
@@ -574,17 +658,19 @@ af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_err
             if (need_bw) {
                 cache_values m = cv;
                 if (measure_bandwidths(hw, &m)) {
+                    settle_bandwidths(&m, hw->n_cores_probed);
                     cv = m;
-                    hw->bw_l2_core_gbs = cv.bw_l2_core;
-                    hw->bw_l3_core_gbs = cv.bw_l3_core;
-                    hw->bw_dram_core_gbs = cv.bw_dram_core;
-                    hw->bw_dram_all_gbs = cv.bw_dram_all;
-                    hw->bandwidth_source = AF_HW_MEASURED;
+                    use_bandwidths(hw, &cv, AF_HW_MEASURED);
                 }
             }
-            hw->bench_ms = need_peak || need_bw ? now_ms() - t0 : 0;
-            cf.isa[level] = cv;
-            if (path[0] && (cv.peak_gflops_core || cv.bw_dram_all)) cache_write(path, hw, &cf);
+            hw->bench_ms = now_ms() - t0;
+            if (path[0] && (cv.peak_gflops_core || cv.bw_dram_all)) {
+                /* Read again just before writing: another process may have stored its own entry
+                 * meanwhile. Only this configuration's entry changes. */
+                cache_read(path, &cf);
+                cache_put(&cf, hw, level, &cv);
+                cache_write(path, &cf);
+            }
         }
     }
     finish(hw);

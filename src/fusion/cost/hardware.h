@@ -10,9 +10,11 @@
  *
  * Sources, per number (peak compute; bandwidths): cfg->peak_gflops / cfg->bandwidth_gbs when
  * non-zero (taken as is, nothing is measured for it); else cfg->lite_mode: conservative built-in
- * defaults, nothing measured and no cache file touched; else the cache file when it matches this
- * CPU (model name, ISA, core count); else measured and written to the cache. A cache file that does
- * not parse, or whose numbers are not positive, is ignored and rewritten.
+ * defaults, nothing measured and no cache file touched; else this configuration's entry in the
+ * cache file (one entry per CPU model name, core count and ISA level); else measured, settled
+ * (ordered by cache level, rounded to two significant digits) and stored as that entry, the file's
+ * other entries kept. A cache file of an older format, or one that does not parse, reads as empty
+ * and is rewritten with the new entry.
  */
 #ifndef AF_FUSION_COST_HARDWARE_H
 #define AF_FUSION_COST_HARDWARE_H
