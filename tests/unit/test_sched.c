@@ -219,3 +219,54 @@ AF_TEST(sched_fused_attention_matches_unfused_on_bert) {
         af_model_free(m);
     }
 }
+
+/* The second chance: a candidate that lost an overlap to a group that is out of the plan is built
+ * in its place, and its reason says why that group is out (the scheduler could not build it, or
+ * the verify mode's numeric check backed it out). */
+AF_TEST(sched_second_chance_says_why_the_group_it_replaces_is_out) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/models/resnet_small/model.onnx", af_test_dir());
+    af_model *m = NULL;
+    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
+    if (!m) return;
+    const af_graph *g = m->graph;
+    af_fusion_candidates chain = {0};
+    chains(g, &chain);
+    CHECK(chain.n > 0);
+    for (int variant = 0; chain.n > 0 && variant < 2; variant++) {
+        /* The winner covers the chain's nodes but has no kernel (no anchor, a family that needs one). */
+        af_fusion_candidate winner = chain.items[0], loser = chain.items[0];
+        snprintf(winner.rule, sizeof winner.rule, "test_winner");
+        winner.anchor = -1;
+        if (variant > 0) { /* the verify mode backed it out */
+            winner.accepted = false;
+            snprintf(winner.reason, sizeof winner.reason, "numeric check: max error 6e-08 beyond rtol 0 / atol 0");
+        }
+        loser.accepted = false;
+        loser.score = 0.5;
+        snprintf(loser.reason, sizeof loser.reason, "overlaps group test_winner at node '%s'",
+                 g->nodes[loser.nodes[0]].name);
+        af_fusion_candidates cs = {0};
+        CHECK(af_fusion_candidates_push(&cs, &winner, NULL) == AF_OK);
+        CHECK(af_fusion_candidates_push(&cs, &loser, NULL) == AF_OK);
+        af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 3};
+        af_exec_plan plan;
+        CHECK(af_sched_build(g, &cs, &o, &plan, NULL) == AF_OK);
+        int fused_steps = 0;
+        for (int i = 0; i < plan.n_steps; i++) fused_steps += plan.steps[i].family >= 0;
+        const af_fusion_candidate *w = &cs.items[0], *l = &cs.items[1];
+        CHECK(!w->accepted);
+        if (variant == 0) {
+            CHECK(!strncmp(w->reason, "scheduler: ", 11));
+            CHECK(l->accepted && !strcmp(l->reason, "accepted: in place of a group the scheduler could not build"));
+            CHECK_EQ_INT(fused_steps, 1);
+        } else if (variant == 1) {
+            CHECK(l->accepted && !strcmp(l->reason, "accepted: in place of a group the numeric check backed out"));
+            CHECK_EQ_INT(fused_steps, 1);
+        }
+        af_exec_plan_free(&plan);
+        af_fusion_candidates_free(&cs);
+    }
+    af_fusion_candidates_free(&chain);
+    af_model_free(m);
+}

@@ -77,6 +77,32 @@ static bool build_step(const af_graph *g, af_fusion_candidate *c, const af_sched
 
 /* The prefix the cost layer gives candidates that lost an overlap (src/fusion/cost/cost.c). */
 #define OVERLAP_REASON "overlaps group "
+/* The prefix of the verify mode's rejections (verify.c), and of the scheduler's own (reject()). */
+#define NUMERIC_REASON "numeric check:"
+#define SCHED_REASON "scheduler:"
+
+static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+static bool share_a_node(const af_fusion_candidate *a, const af_fusion_candidate *b) {
+    for (int i = 0; i < a->n_nodes; i++)
+        for (int j = 0; j < b->n_nodes; j++)
+            if (a->nodes[i] == b->nodes[j]) return true;
+    return false;
+}
+
+/* Why c's nodes are free: the groups overlapping it that the cost layer had accepted are out of
+ * the plan, because the scheduler could not build them or the numeric check backed them out. */
+static const char *replaced_why(const af_fusion_candidates *cands, const af_fusion_candidate *c) {
+    bool sched = false, numeric = false;
+    for (int k = 0; k < cands->n; k++) {
+        const af_fusion_candidate *o = &cands->items[k];
+        if (o == c || o->accepted || !share_a_node(o, c)) continue;
+        if (starts_with(o->reason, NUMERIC_REASON)) numeric = true;
+        else if (starts_with(o->reason, SCHED_REASON)) sched = true;
+    }
+    if (numeric && sched) return "groups the scheduler could not build or the numeric check backed out";
+    return numeric ? "a group the numeric check backed out" : "a group the scheduler could not build";
+}
 
 static bool nodes_free(const af_fusion_candidate *c, const int *group_of) {
     for (int i = 0; i < c->n_nodes; i++)
@@ -139,11 +165,12 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
         if (!try_build(g, c, o, fused, &n_fused, group_of, last_of, plan, err, &st) && st != AF_OK) goto done;
     }
     /* Second chance: a profitable candidate that lost an overlap to a group the scheduler could not
-     * build is tried now, best score first, wherever its nodes are still free. */
+     * build, or one the verify mode backed out, is tried now, best score first, wherever its nodes
+     * are still free. */
     int n_lost = 0;
     for (int k = 0; k < cands->n; k++) {
         const af_fusion_candidate *c = &cands->items[k];
-        if (c->accepted || strncmp(c->reason, OVERLAP_REASON, sizeof OVERLAP_REASON - 1) != 0) continue;
+        if (c->accepted || !starts_with(c->reason, OVERLAP_REASON)) continue;
         int j = n_lost++;
         while (j > 0 && cands->items[lost[j - 1]].score < c->score) {
             lost[j] = lost[j - 1];
@@ -156,9 +183,10 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
         if (!nodes_free(c, group_of)) continue;
         char before[sizeof c->reason];
         snprintf(before, sizeof before, "%s", c->reason);
+        const char *why = replaced_why(cands, c); /* before c's own verdict changes */
         if (try_build(g, c, o, fused, &n_fused, group_of, last_of, plan, err, &st)) {
             c->accepted = true;
-            snprintf(c->reason, sizeof c->reason, "accepted: in place of a group the scheduler could not build");
+            snprintf(c->reason, sizeof c->reason, "accepted: in place of %s", why);
         } else {
             if (st != AF_OK) goto done;
             snprintf(c->reason, sizeof c->reason, "%s", before); /* keep the cost layer's verdict */
