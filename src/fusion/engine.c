@@ -16,6 +16,45 @@ void af_fusion_result_free(af_fusion_result *res) {
     memset(res, 0, sizeof *res);
 }
 
+af_status af_fusion_verify_plan(const af_graph *g, const af_fusion_config *cfg, af_isa isa, int n_threads,
+                                int max_rounds, af_exec_plan *plan, af_fusion_result *res, af_error *err) {
+    /* Back out the groups whose fused result differs, rebuild, and check the new plan too (a
+     * second-chance group may have taken a backed-out group's place). */
+    af_status st = AF_OK;
+    int backed_out = 0;
+    for (int round = 0; st == AF_OK && round < max_rounds; round++) {
+        const bool last = round == max_rounds - 1;
+        double t4 = af_now_ms();
+        af_verify_options vo = {.isa = isa, .rtol = cfg->verify_rtol, .atol = cfg->verify_atol};
+        af_verify_result vr;
+        st = af_sched_verify(g, &res->candidates, plan, &vo, &vr, err);
+        res->verify_ms += af_now_ms() - t4;
+        if (st != AF_OK) {
+            af_exec_plan_free(plan);
+            break;
+        }
+        backed_out += vr.n_failed;
+        if (vr.n_failed == 0 || last) {
+            if (vr.n_checked == 0 && vr.note[0] && strncmp(vr.note, "verify:", 7) != 0)
+                snprintf(res->verify_note, sizeof res->verify_note, "%s", vr.note); /* skipped, and why */
+            else
+                snprintf(res->verify_note, sizeof res->verify_note,
+                         "verify: %d fused groups backed out (reason \"numeric check\"); the plan's %d fused groups "
+                         "match their unfused ops", backed_out, vr.n_checked - vr.n_failed);
+        }
+        if (vr.n_failed == 0) break;
+        /* The rebuild after the last round has no round to check what it adds, so it adds nothing:
+         * no candidate is revived in place of a backed-out group. The groups that passed this round
+         * stay; each was run on its own against the unfused ops, and the rebuild makes the same
+         * steps for them. So every group of the final plan has been checked. */
+        af_exec_plan_free(plan);
+        af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level,
+                              .no_second_chance = last ? "not tried in its place: the verify rounds ran out" : NULL};
+        st = af_sched_build(g, &res->candidates, &o, plan, err);
+    }
+    return st;
+}
+
 af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa isa, int n_threads,
                          struct af_weight_release *release, af_exec_plan *plan, af_fusion_result *res,
                          af_error *err) {
@@ -48,40 +87,7 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
         res->prepare_ms = st == AF_OK ? plan->prepare_ms : 0;
         res->sched_ms = af_now_ms() - t3 - res->prepare_ms;
     }
-    /* Verify: back out the groups whose fused result differs, rebuild, and check the new plan
-     * too (a second-chance group may have taken a backed-out group's place). */
-    int backed_out = 0;
-    for (int round = 0; st == AF_OK && cfg->verify && round < 4; round++) {
-        double t4 = af_now_ms();
-        af_verify_options vo = {.isa = isa, .rtol = cfg->verify_rtol, .atol = cfg->verify_atol};
-        af_verify_result vr;
-        st = af_sched_verify(g, &res->candidates, plan, &vo, &vr, err);
-        res->verify_ms += af_now_ms() - t4;
-        if (st != AF_OK) {
-            af_exec_plan_free(plan);
-            break;
-        }
-        backed_out += vr.n_failed;
-        if (vr.n_failed == 0 || round == 3) {
-            if (vr.n_checked == 0 && vr.note[0] && strncmp(vr.note, "verify:", 7) != 0)
-                snprintf(res->verify_note, sizeof res->verify_note, "%s", vr.note); /* skipped, and why */
-            else
-                snprintf(res->verify_note, sizeof res->verify_note,
-                         "verify: %d fused groups backed out (reason \"numeric check\"); the plan's %d fused groups "
-                         "match their unfused ops", backed_out, vr.n_failed ? 0 : vr.n_checked);
-        }
-        if (vr.n_failed == 0) break;
-        if (round == 3) /* still failing: no group goes unchecked, so none stays */
-            for (int k = 0; k < res->candidates.n; k++) {
-                af_fusion_candidate *c = &res->candidates.items[k];
-                if (!c->accepted) continue;
-                c->accepted = false;
-                snprintf(c->reason, sizeof c->reason, "numeric check: not verified (verification rounds exhausted)");
-            }
-        af_exec_plan_free(plan);
-        af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level};
-        st = af_sched_build(g, &res->candidates, &o, plan, err);
-    }
+    if (st == AF_OK && cfg->verify) st = af_fusion_verify_plan(g, cfg, isa, n_threads, AF_VERIFY_MAX_ROUNDS, plan, res, err);
     for (int i = 0; st == AF_OK && cfg->verify && i < plan->n_steps; i++)
         af_weight_release_step(release, &plan->steps[i]);
     if (st != AF_OK) af_fusion_result_free(res);

@@ -36,6 +36,17 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
                          struct af_weight_release *release, af_exec_plan *plan, af_fusion_result *res,
                          af_error *err);
 void af_fusion_result_free(af_fusion_result *res);
+
+/* The rounds af_fusion_plan's verify mode (config "verify") runs at most. */
+#define AF_VERIFY_MAX_ROUNDS 4
+/* The verify mode, as af_fusion_plan runs it on the plan it built from res->candidates: check each
+ * fused step against its unfused ops, back out the groups that differ, rebuild (a candidate that
+ * lost an overlap to a backed-out group may take its place) and check again, at most max_rounds
+ * rounds. The rebuild after the last round revives nothing, so every group of the final plan has
+ * passed a check (candidate.verified). Fills res->verify_note and verify_ms. On failure the plan is
+ * freed. Exposed so tests can run out of rounds. */
+af_status af_fusion_verify_plan(const af_graph *g, const af_fusion_config *cfg, af_isa isa, int n_threads,
+                                int max_rounds, af_exec_plan *plan, af_fusion_result *res, af_error *err);
 /* The fusion report: each group with its ops, rule, estimated gain; each rejected candidate with
  * the reason; and the time the fusion pass took. */
 void af_fusion_report_write(const af_graph *g, const af_fusion_result *res, FILE *out);

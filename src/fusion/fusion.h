@@ -58,6 +58,8 @@ typedef struct af_fusion_candidate {
     double energy_saved_uj;
     double score;          /* weighted combination; > 0 means profitable */
     bool accepted;
+    bool verified;         /* set by the verify mode (config "verify") when the group's fused step matched
+                              its unfused ops; false when never checked or when it differed */
     char reason[160];      /* why rejected (cycle, policy, no_fusion_ops, max_fused_ops, cost, memory,
                               numeric check, overlap), or how accepted */
 } af_fusion_candidate;

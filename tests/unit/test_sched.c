@@ -222,7 +222,7 @@ AF_TEST(sched_fused_attention_matches_unfused_on_bert) {
 
 /* The second chance: a candidate that lost an overlap to a group that is out of the plan is built
  * in its place, and its reason says why that group is out (the scheduler could not build it, or
- * the verify mode's numeric check backed it out). */
+ * the verify mode's numeric check backed it out); with no_second_chance it stays out. */
 AF_TEST(sched_second_chance_says_why_the_group_it_replaces_is_out) {
     char path[1100];
     snprintf(path, sizeof path, "%s/models/resnet_small/model.onnx", af_test_dir());
@@ -233,7 +233,7 @@ AF_TEST(sched_second_chance_says_why_the_group_it_replaces_is_out) {
     af_fusion_candidates chain = {0};
     chains(g, &chain);
     CHECK(chain.n > 0);
-    for (int variant = 0; chain.n > 0 && variant < 2; variant++) {
+    for (int variant = 0; chain.n > 0 && variant < 3; variant++) {
         /* The winner covers the chain's nodes but has no kernel (no anchor, a family that needs one). */
         af_fusion_candidate winner = chain.items[0], loser = chain.items[0];
         snprintf(winner.rule, sizeof winner.rule, "test_winner");
@@ -249,7 +249,8 @@ AF_TEST(sched_second_chance_says_why_the_group_it_replaces_is_out) {
         af_fusion_candidates cs = {0};
         CHECK(af_fusion_candidates_push(&cs, &winner, NULL) == AF_OK);
         CHECK(af_fusion_candidates_push(&cs, &loser, NULL) == AF_OK);
-        af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 3};
+        af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 3,
+                              .no_second_chance = variant == 2 ? "not tried in its place: test" : NULL};
         af_exec_plan plan;
         CHECK(af_sched_build(g, &cs, &o, &plan, NULL) == AF_OK);
         int fused_steps = 0;
@@ -263,7 +264,14 @@ AF_TEST(sched_second_chance_says_why_the_group_it_replaces_is_out) {
         } else if (variant == 1) {
             CHECK(l->accepted && !strcmp(l->reason, "accepted: in place of a group the numeric check backed out"));
             CHECK_EQ_INT(fused_steps, 1);
+        } else {
+            char want[200];
+            snprintf(want, sizeof want, "overlaps group test_winner at node '%s'; not tried in its place: test",
+                     g->nodes[loser.nodes[0]].name);
+            CHECK(!l->accepted && !strcmp(l->reason, want));
+            CHECK_EQ_INT(fused_steps, 0);
         }
+        if (!l->accepted || variant == 2) printf("  variant %d: %s\n", variant, l->reason);
         af_exec_plan_free(&plan);
         af_fusion_candidates_free(&cs);
     }

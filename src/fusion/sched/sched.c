@@ -166,7 +166,7 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
     }
     /* Second chance: a profitable candidate that lost an overlap to a group the scheduler could not
      * build, or one the verify mode backed out, is tried now, best score first, wherever its nodes
-     * are still free. */
+     * are still free; unless the caller forbids it (verify's last rebuild: nothing would check it). */
     int n_lost = 0;
     for (int k = 0; k < cands->n; k++) {
         const af_fusion_candidate *c = &cands->items[k];
@@ -183,9 +183,14 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
         if (!nodes_free(c, group_of)) continue;
         char before[sizeof c->reason];
         snprintf(before, sizeof before, "%s", c->reason);
+        if (o->no_second_chance) {
+            snprintf(c->reason, sizeof c->reason, "%s; %s", before, o->no_second_chance);
+            continue;
+        }
         const char *why = replaced_why(cands, c); /* before c's own verdict changes */
         if (try_build(g, c, o, fused, &n_fused, group_of, last_of, plan, err, &st)) {
             c->accepted = true;
+            c->verified = false;
             snprintf(c->reason, sizeof c->reason, "accepted: in place of %s", why);
         } else {
             if (st != AF_OK) goto done;

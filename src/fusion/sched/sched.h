@@ -22,6 +22,10 @@ typedef struct af_sched_options {
     bool log;  /* print each rewrite to stderr: "fused Conv 'c1' + Relu 'r1' into step 3" */
     struct af_weight_release *release; /* NULL, or frees packed constants as steps are built
                                           (only for a build no later pass redoes) */
+    const char *no_second_chance; /* NULL: a candidate that lost an overlap to a group that is not in
+                                     the plan (the scheduler could not build it, or the verify mode
+                                     backed it out) is built in its place if it can be. Else nothing
+                                     is, and this text is appended to such a candidate's reason. */
 } af_sched_options;
 
 af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const af_sched_options *opts,

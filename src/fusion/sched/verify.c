@@ -137,8 +137,9 @@ af_status af_sched_verify(const af_graph *g, af_fusion_candidates *cands, const 
             goto done;
         }
         res->n_checked++;
-        if (sst == AF_OK && ok) continue;
         af_fusion_candidate *c = candidate_of(cands, s);
+        if (c) c->verified = sst == AF_OK && ok;
+        if (sst == AF_OK && ok) continue;
         if (!c) continue;
         c->accepted = false;
         if (sst != AF_OK) snprintf(c->reason, sizeof c->reason, "numeric check: the fused step failed: %s", step_err.message);
