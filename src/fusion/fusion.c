@@ -1,8 +1,12 @@
 /* Shared helpers of the fusion layers: candidate lists and the legality checks every layer uses. */
 #include "fusion/fusion.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "ir/op.h"
+#include "ir/tensor.h"
+#include "kernels/fast/region.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -38,6 +42,29 @@ af_status af_fusion_candidates_push(af_fusion_candidates *cs, const af_fusion_ca
 void af_fusion_candidates_free(af_fusion_candidates *cs) {
     af_free(cs->items);
     memset(cs, 0, sizeof *cs);
+}
+
+static bool region_fail(char *why, size_t why_size, const char *fmt, const char *name, const char *op_type) {
+    if (why) snprintf(why, why_size, fmt, name, op_type);
+    return false;
+}
+
+bool af_fusion_region_node(const af_graph *g, const af_node *n, char *why, size_t why_size) {
+    const af_op_info_t *info = n->op < AF_OP_COUNT ? af_op_info(n->op) : NULL;
+    if (n->op == AF_OP_UNKNOWN || !info || (info->cls != AF_OPCLASS_ELEMENTWISE && info->cls != AF_OPCLASS_BROADCAST) ||
+        n->op == AF_OP_BATCH_NORMALIZATION || !info->run)
+        return region_fail(why, why_size, "node '%s' (%s) is not elementwise", n->name, n->op_type);
+    if (n->n_inputs > AF_REGION_MAX_ARGS || n->n_outputs < 1 || n->outputs[0] < 0)
+        return region_fail(why, why_size, "node '%s' (%s) has more inputs or outputs than a region takes", n->name,
+                           n->op_type);
+    for (int k = 1; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0)
+            return region_fail(why, why_size, "node '%s' (%s) has a second output", n->name, n->op_type);
+    size_t es = af_dtype_size(g->values[n->outputs[0]].t.dtype);
+    if (es == 0 || es > 8)
+        return region_fail(why, why_size, "node '%s' (%s) has an output type a region does not hold", n->name,
+                           n->op_type);
+    return true;
 }
 
 static bool in_set(const int *nodes, int n, int x) {

@@ -79,5 +79,12 @@ bool af_fusion_is_convex(const af_graph *g, const int *nodes, int n_nodes);
 /* True when every value produced inside the set, except `output`, is read only inside it (so
  * intermediates need never reach memory) and is not a graph output. */
 bool af_fusion_is_closed(const af_graph *g, const int *nodes, int n_nodes, int output);
+/* True when node n can be one instruction of the fused elementwise region kernel
+ * (src/kernels/fast/region.h), which evaluates it per element of the group output's index space:
+ * an elementwise or broadcast op with a reference kernel (not BatchNormalization, which is per
+ * channel), at most AF_REGION_MAX_ARGS inputs, one output, of an element type of 1 to 8 bytes.
+ * Region discovery admits exactly these nodes and the region step builder checks them again. When
+ * false and why is not NULL, why says which condition failed. */
+bool af_fusion_region_node(const af_graph *g, const af_node *n, char *why, size_t why_size);
 
 #endif

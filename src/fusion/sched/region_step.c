@@ -10,32 +10,6 @@
 #include "ir/op.h"
 #include "kernels/fast/region.h"
 
-/* Whether node n can be one instruction of a region: evaluated per element in the output's index
- * space. BatchNormalization is per channel, not per element of a flat tile, so it stays out. */
-static bool region_op(const af_graph *g, const af_node *n, char *why, size_t why_size) {
-    const af_op_info_t *info = af_op_info(n->op);
-    if (n->op == AF_OP_UNKNOWN || (info->cls != AF_OPCLASS_ELEMENTWISE && info->cls != AF_OPCLASS_BROADCAST) ||
-        n->op == AF_OP_BATCH_NORMALIZATION || !info->run) {
-        snprintf(why, why_size, "node '%s' (%s) is not elementwise", n->name, n->op_type);
-        return false;
-    }
-    if (n->n_inputs > AF_REGION_MAX_ARGS || n->n_outputs < 1 || n->outputs[0] < 0) {
-        snprintf(why, why_size, "node '%s' has more inputs or outputs than a region takes", n->name);
-        return false;
-    }
-    for (int k = 1; k < n->n_outputs; k++)
-        if (n->outputs[k] >= 0) {
-            snprintf(why, why_size, "node '%s' has a second output", n->name);
-            return false;
-        }
-    size_t es = af_dtype_size(g->values[n->outputs[0]].t.dtype);
-    if (es == 0 || es > 8) {
-        snprintf(why, why_size, "node '%s' has an output type a region does not hold", n->name);
-        return false;
-    }
-    return true;
-}
-
 bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                            char *why, size_t why_size) {
     af_region_instr instrs[AF_FUSION_MAX_NODES];
@@ -48,7 +22,7 @@ bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, cons
     }
     for (int i = 0; i < c->n_nodes; i++) {
         const af_node *n = &g->nodes[c->nodes[i]];
-        if (!region_op(g, n, why, why_size)) return false;
+        if (!af_fusion_region_node(g, n, why, why_size)) return false; /* what discovery admits, too */
         af_region_instr *in = &instrs[i];
         *in = (af_region_instr){.node = n, .dtype = g->values[n->outputs[0]].t.dtype, .n_args = n->n_inputs};
         for (int k = 0; k < n->n_inputs; k++) {
@@ -71,8 +45,8 @@ bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, cons
         in->has_epi = in->dtype == AF_DTYPE_FLOAT && n->n_inputs >= 1 &&
                       g->values[n->inputs[0]].t.dtype == AF_DTYPE_FLOAT && af_sched_activation_step(g, n, &in->epi);
     }
-    if (n_inputs > AF_REGION_MAX_ARGS * 4) {
-        snprintf(why, why_size, "the group reads more than %d values", AF_REGION_MAX_ARGS * 4);
+    if (n_inputs > AF_REGION_MAX_INPUTS) {
+        snprintf(why, why_size, "the group reads more than %d values", AF_REGION_MAX_INPUTS);
         return false;
     }
     af_region_program p = {.n_instrs = c->n_nodes, .instrs = instrs, .n_inputs = n_inputs};

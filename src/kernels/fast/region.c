@@ -31,7 +31,7 @@ typedef struct in_view {
 typedef struct region_run {
     const region_state *st;
     const af_op_ctx *ctx;
-    in_view in[AF_REGION_MAX_ARGS * 4];
+    in_view in[AF_REGION_MAX_INPUTS];
     int rank;
     int64_t dims[AF_MAX_RANK];
     int64_t n;
@@ -223,7 +223,7 @@ done:
 
 af_status af_region_kernel_make(const af_region_program *p, af_isa isa, int n_threads, af_kernel *k, af_error *err) {
     memset(k, 0, sizeof *k);
-    if (!p || p->n_instrs < 1 || p->n_inputs < 0 || p->n_inputs > AF_REGION_MAX_ARGS * 4)
+    if (!p || p->n_instrs < 1 || p->n_inputs < 0 || p->n_inputs > AF_REGION_MAX_INPUTS)
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "fused region: bad program");
     for (int i = 0; i < p->n_instrs; i++) {
         const af_region_instr *in = &p->instrs[i];

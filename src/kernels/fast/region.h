@@ -17,7 +17,8 @@
 
 #include "kernels/kernel.h"
 
-#define AF_REGION_MAX_ARGS 8
+#define AF_REGION_MAX_ARGS 8                        /* inputs of one instruction */
+#define AF_REGION_MAX_INPUTS (AF_REGION_MAX_ARGS * 4) /* values one region reads from outside */
 
 typedef enum af_region_arg_kind {
     AF_REGION_NONE,   /* an omitted optional input */
