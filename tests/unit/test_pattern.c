@@ -251,7 +251,9 @@ AF_TEST(pattern_builtin_rules_load) {
  *   pooler Gemm + Tanh: 13 + 2 GELU groups; 5 residual Add + LayerNormalization (embeddings and two
  *   per layer); 2 attention blocks.
  *  bert_tiny_op11: the same with the 5 LayerNorms decomposed.
- *  bert_tiny_dynamic: the attention blocks are rejected: Shape reads the merged heads. */
+ *  bert_tiny_dynamic: the attention blocks are rejected: Shape reads the merged heads.
+ *  No BERT fixture has an elementwise region beyond the rules' (its Gather/Unsqueeze/Concat/Reshape
+ *  shape arithmetic is data movement, which discovery leaves alone), so discovery lists nothing. */
 typedef struct expect {
     const char *rule;
     int legal, rejected;
@@ -345,8 +347,8 @@ static void check_attention(const af_graph *g, const af_fusion_candidates *cs, i
 AF_TEST(pattern_fixture_bert_tiny) {
     const expect want[] = {{"bert_self_attention", 2, 0}, {"matmul_bias_act", 13, 0}, {"matmul_bias_gelu_erf", 2, 0},
                            {"residual_layernorm", 5, 0},  {"layernorm_decomposed", 0, 0}, {"cv_elementwise_chain", 10, 1},
-                           {"discovery", 1, 0}};
-    check_fixture("bert_tiny", want, 7, 34);
+                           {"discovery", 0, 0}};
+    check_fixture("bert_tiny", want, 7, 33);
     af_model *m = load(af_test_dir(), "bert_tiny");
     if (!m) return;
     af_fusion_candidates cs = {0};
@@ -363,8 +365,9 @@ AF_TEST(pattern_fixture_bert_tiny) {
 
 AF_TEST(pattern_fixture_bert_tiny_op11) {
     const expect want[] = {{"bert_self_attention", 2, 0}, {"matmul_bias_act", 13, 0}, {"matmul_bias_gelu_erf", 2, 0},
-                           {"layernorm_decomposed", 5, 0}, {"residual_layernorm", 0, 0}, {"cv_elementwise_chain", 15, 10}};
-    check_fixture("bert_tiny_op11", want, 6, 48);
+                           {"layernorm_decomposed", 5, 0}, {"residual_layernorm", 0, 0}, {"cv_elementwise_chain", 15, 10},
+                           {"discovery", 0, 0}};
+    check_fixture("bert_tiny_op11", want, 7, 47);
     af_model *m = load(af_test_dir(), "bert_tiny_op11");
     if (!m) return;
     af_fusion_candidates cs = {0};
@@ -384,8 +387,8 @@ AF_TEST(pattern_fixture_bert_tiny_op11) {
 
 AF_TEST(pattern_fixture_bert_tiny_dynamic) {
     const expect want[] = {{"bert_self_attention", 0, 2}, {"matmul_bias_act", 13, 0}, {"matmul_bias_gelu_erf", 2, 0},
-                           {"residual_layernorm", 5, 0}};
-    check_fixture("bert_tiny_dynamic", want, 4, 43);
+                           {"residual_layernorm", 5, 0}, {"discovery", 0, 0}};
+    check_fixture("bert_tiny_dynamic", want, 5, 33);
 }
 
 /* ---- negative and in-memory cases ------------------------------------------------------------ */
@@ -739,8 +742,10 @@ AF_TEST(pattern_rules_syntax) {
 /* ---- region discovery ------------------------------------------------------------------------ */
 
 AF_TEST(pattern_discovery_regions) {
-    /* Reshape -> Transpose -> Neg -> {Shape, output}; Shape -> Gather -> Unsqueeze -> Concat. The opaque
-     * Shape separates two regions; a lone Neg is no elementwise chain, so only discovery groups it. */
+    /* Reshape -> Transpose -> Neg -> {Sigmoid, Abs} -> Add -> {output, Shape}; Shape -> Gather ->
+     * Unsqueeze -> Concat. Discovery takes only what the region kernel runs: the elementwise diamond
+     * Neg .. Add, which the linear elementwise_chain rules hold only in pieces; never the data
+     * movement ops around it. */
     builder b = build_new(17);
     static const int64_t xd[3] = {2, 3, 4};
     int x = input(&b, 3, xd);
@@ -752,7 +757,10 @@ AF_TEST(pattern_discovery_regions) {
     int r = node2(&b, "Reshape", x, shape);
     int t = node1(&b, "Transpose", r);
     int neg = node1(&b, "Neg", t);
-    int sh = node1(&b, "Shape", neg);
+    int sig = node1(&b, "Sigmoid", neg);
+    int ab = node1(&b, "Abs", neg);
+    int add = node2(&b, "Add", sig, ab);
+    int sh = node1(&b, "Shape", add);
     int idx = value(&b, AF_VALUE_CONST);
     af_tensor *it = &b.g->values[idx].t;
     *it = (af_tensor){.dtype = AF_DTYPE_INT64, .rank = 0};
@@ -766,31 +774,59 @@ AF_TEST(pattern_discovery_regions) {
     int cat = node2(&b, "Concat", uns, uns);
     attr_i(&b, "axis", 0);
     b.g->values[cat].is_output = true;
-    af_graph *g = finish(&b, neg);
+    af_graph *g = finish(&b, add);
     af_fusion_candidates cs = {0};
     find(g, &cs);
     check_well_formed(g, &cs, "discovery");
-    CHECK_EQ_INT(count_rule(&cs, "discovery", true), 2);
-    for (int i = 0; i < cs.n; i++) {
-        const af_fusion_candidate *c = &cs.items[i];
-        CHECK(!strcmp(c->rule, "discovery") && c->family == AF_FUSION_ELEMENTWISE && c->anchor == -1);
-        CHECK_EQ_INT(count_op_in(g, c, AF_OP_SHAPE), 0);
-        CHECK(c->n_nodes == 3);
-    }
-    /* fusion_level 2: no discovery; max_fused_ops 2: regions of at most two nodes */
+    CHECK_EQ_INT(count_rule(&cs, "discovery", true), 1);
+    CHECK_EQ_INT(count_rule(&cs, "discovery", false), 0);
+    const af_fusion_candidate *d = first_of(&cs, "discovery");
+    CHECK(d && d->family == AF_FUSION_ELEMENTWISE && d->anchor == -1 && d->n_nodes == 4 && d->output == add);
+    static const af_op diamond[4] = {AF_OP_NEG, AF_OP_SIGMOID, AF_OP_ABS, AF_OP_ADD};
+    for (int k = 0; d && k < 4; k++) CHECK_EQ_INT(count_op_in(g, d, diamond[k]), 1);
+    /* fusion_level 2: no discovery; max_fused_ops 3: Neg no longer fits, Sigmoid + Abs + Add does */
     af_fusion_config cfg;
     af_fusion_config_default(&cfg);
     cfg.fusion_level = 2;
     cs.n = 0;
     CHECK(find_cfg(g, &cfg, &cs) == AF_OK);
-    CHECK_EQ_INT(cs.n, 0);
+    CHECK(cs.n >= 1); /* the elementwise_chain rules still match */
+    CHECK_EQ_INT(count_rule(&cs, "discovery", true) + count_rule(&cs, "discovery", false), 0);
     cfg.fusion_level = 3;
-    cfg.max_fused_ops = 2;
+    cfg.max_fused_ops = 3;
     cs.n = 0;
     CHECK(find_cfg(g, &cfg, &cs) == AF_OK);
-    CHECK(cs.n >= 1);
-    for (int i = 0; i < cs.n; i++) CHECK(cs.items[i].n_nodes == 2);
-    check_well_formed(g, &cs, "discovery max 2");
+    for (int i = 0; i < cs.n; i++) CHECK(cs.items[i].n_nodes <= 3);
+    CHECK_EQ_INT(count_rule(&cs, "discovery", true), 1);
+    d = first_of(&cs, "discovery");
+    CHECK(d && d->n_nodes == 3 && count_op_in(g, d, AF_OP_NEG) == 0 && d->output == add);
+    check_well_formed(g, &cs, "discovery max 3");
+    af_fusion_candidates_free(&cs);
+    af_graph_free(g);
+}
+
+AF_TEST(pattern_discovery_refuses_cycles) {
+    /* x -> Neg -> {ReduceMean -> graph output, Add(neg, mean)} with the Add's result read by nobody
+     * (the loader removes such nodes, so the graph is built here). Neg's value is the only one
+     * leaving {Neg, Add}, so only the convexity check sees that the region would hold both ends of
+     * the path Neg -> ReduceMean -> Add: a cycle once merged. No discovery region holds both. */
+    builder b = build_new(17);
+    int x = input(&b, 2, (const int64_t[]){4, 8});
+    int neg = node1(&b, "Neg", x);
+    int mean = node1(&b, "ReduceMean", neg);
+    attr_ints(&b, "axes", 1, (const int64_t[]){1});
+    node2(&b, "Add", neg, mean);
+    af_graph *g = finish(&b, mean);
+    int pair[2] = {g->values[neg].producer, b.last};
+    CHECK(!af_fusion_is_convex(g, pair, 2));
+    af_fusion_candidates cs = {0};
+    find(g, &cs);
+    for (int i = 0; i < cs.n; i++) {
+        const af_fusion_candidate *c = &cs.items[i];
+        if (strcmp(c->rule, "discovery") != 0) continue;
+        CHECK(!(count_op_in(g, c, AF_OP_NEG) && count_op_in(g, c, AF_OP_ADD)));
+    }
+    CHECK_EQ_INT(count_rule(&cs, "discovery", true) + count_rule(&cs, "discovery", false), 0);
     af_fusion_candidates_free(&cs);
     af_graph_free(g);
 }

@@ -575,14 +575,9 @@ af_status af_pattern_find(const af_graph *g, const af_rule_set *rs, const af_fus
     }
     af_free(rule_end);
     if (st == AF_OK && cfg->fusion_level >= 3) {
-        /* Discovery takes the nodes no undecided rule match holds. */
-        bool *covered = af_calloc((size_t)g->n_nodes, sizeof *covered);
-        if (!covered) st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory for region discovery");
-        for (int i = first; covered && i < out->n; i++)
-            if (!out->items[i].reason[0])
-                for (int k = 0; k < out->items[i].n_nodes; k++) covered[out->items[i].nodes[k]] = true;
-        if (st == AF_OK) st = af_pattern_discover(g, &rd, &ls, cfg, covered, out, err);
-        af_free(covered);
+        /* Discovery takes the nodes no undecided rule match of a family other than elementwise_chain
+         * holds (discover.c). */
+        st = af_pattern_discover(g, &rd, &ls, cfg, first, out, err);
     }
 done:
     if (st != AF_OK) out->n = first;

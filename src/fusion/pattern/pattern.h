@@ -1,8 +1,9 @@
 /*
  * Layer 1, pattern recognition: rule templates loaded as data (rules/cv.rules and rules/nlp.rules
  * are built in; users add files through the config's "rules"), a subgraph matcher that finds them
- * in a graph, and region discovery for the elementwise nodes no rule covers. The rule format and
- * the algorithms are in docs/rules.md.
+ * in a graph, and region discovery, which groups the elementwise and broadcast nodes the region
+ * kernel runs into regions the rules do not offer (a diamond, say). The rule format and the
+ * algorithms are in docs/rules.md.
  *
  *   af_rule_set *rs;
  *   af_rules_from_config(&cfg, &rs, err);               // built-in rules + cfg.rule_files

@@ -157,10 +157,11 @@ bool af_pattern_convex(const af_graph *g, const af_readers *rd, af_legal_scratch
 #define AF_PAT_SHARED_CHECK_MAX_NODES 256
 
 struct af_fusion_config;
-/* Region discovery (level 3): clusters the elementwise/broadcast/injective nodes not in `covered`
- * into anchor-less regions appended to out (family elementwise_chain, rule "discovery"). */
+/* Region discovery (level 3): clusters the nodes the region kernel runs (af_fusion_region_node)
+ * into anchor-less regions appended to out (family elementwise_chain, rule "discovery"). The rule
+ * matches are out->items[first ..]: nodes an undecided match of another family holds stay out, and
+ * a region an undecided elementwise_chain match holds whole is not appended. */
 af_status af_pattern_discover(const af_graph *g, const af_readers *rd, af_legal_scratch *s,
-                              const struct af_fusion_config *cfg, const bool *covered, af_fusion_candidates *out,
-                              af_error *err);
+                              const struct af_fusion_config *cfg, int first, af_fusion_candidates *out, af_error *err);
 
 #endif
