@@ -22,12 +22,12 @@ void af_elastic_arena_free(af_elastic_arena *ea) {
 }
 
 af_status af_elastic_arena_begin(af_elastic_arena *ea, const af_graph *g, const af_plan_state *ps, af_error *err) {
-    if (ea->planned_for != ps || ea->n_values != g->n_values) {
+    if (ea->planned_for != ps->id || ea->n_values != g->n_values) {
         af_elastic_arena_free(ea);
         ea->observed = af_calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *ea->observed);
         if (!ea->observed) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory for the elastic arena");
         ea->n_values = g->n_values;
-        ea->planned_for = ps;
+        ea->planned_for = ps->id;
     }
     memset(ea->observed, 0, (size_t)ea->n_values * sizeof *ea->observed);
     ea->outgrown = false;

@@ -22,7 +22,8 @@
 #include "runtime/plan_state.h"
 
 typedef struct af_elastic_arena {
-    const af_plan_state *planned_for; /* the state its plan extends (a replan invalidates it) */
+    uint64_t planned_for;             /* the id of the state its plan extends (a replan
+                                         invalidates it; ids, unlike addresses, never recur) */
     af_memory_plan memory;            /* valid when arena is not NULL */
     uint8_t *arena;
     size_t *observed;                 /* per value: the most bytes a dynamic value took this run */

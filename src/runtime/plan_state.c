@@ -75,6 +75,8 @@ af_status af_plan_state_build(const af_graph *g, const af_plan_request *rq, af_p
     af_plan_state *ps = af_calloc(1, sizeof *ps);
     if (!ps) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory building a plan");
     atomic_init(&ps->refs, 1);
+    static atomic_uint_fast64_t next_id = 1;
+    ps->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     uint64_t max_mem = 0;
     af_weight_release wr = {0};
     af_status st = AF_OK;

@@ -37,6 +37,7 @@ typedef struct af_plan_request {
 
 typedef struct af_plan_state {
     atomic_int refs;
+    uint64_t id;              /* unique per state built in this process (an address may recur) */
     af_exec_plan plan;
     af_lifetimes lifetimes;
     af_memory_plan memory;

@@ -179,6 +179,12 @@ AF_TEST(dynamic_elastic_arena_replans_only_beyond_the_elasticity) {
                                  k, a.elastic_replans, b.elastic_replans, want[k][0], want[k][1]);
                 CHECK(a.elastic_arena_bytes > 0 && b.elastic_arena_bytes > 0);
             }
+            /* A new plan (other steps, other lifetimes) starts a new elastic arena. */
+            af_error err = {0};
+            CHECK(af_session_replan(s, NULL, 3 - level, &err) == AF_OK);
+            const int64_t shapes[2][3] = {{3, 9, 32}, {3, 9, 32}};
+            compare_runs(s, ref, 2, shapes);
+            CHECK_EQ_INT(af_session_plan_memory(s).elastic_replans, 1);
         }
         af_session_free(s);
         af_session_free(tight);
