@@ -303,7 +303,7 @@ AF_TEST(cost_policies) {
     CHECK(c.peak_delta < 0);
     CHECK(c.est_time_fused_us < c.est_time_unfused_us && c.energy_saved_uj > 0);
 
-    /* zero weights: score 0, below the default threshold (2.5%) */
+    /* zero weights: score 0, below the default threshold (1%: 0.02 * (1 - 0.5)) */
     cfg.weight_latency = cfg.weight_memory = cfg.weight_energy = 0;
     c = eval_one(&cfg, &hw, fam, "r");
     CHECK(!c.accepted && starts(c.reason, "cost: score"));
