@@ -32,6 +32,8 @@ const char *ob_input(ob_model *m, int rank, const int64_t *dims);
 /* A float32 initializer (rank 0: a scalar) holding data (numel values). */
 const char *ob_const(ob_model *m, int rank, const int64_t *dims, const float *data);
 const char *ob_scalar(ob_model *m, float v);
+/* An int64 initializer (shapes for Reshape, axes). */
+const char *ob_const_i64(ob_model *m, int rank, const int64_t *dims, const int64_t *data);
 /* A node with one output; an input name "" is an omitted optional input. Attributes added next go
  * to this node. */
 const char *ob_node(ob_model *m, const char *op, int n_in, const char *const *ins);
