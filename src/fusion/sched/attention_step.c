@@ -27,21 +27,49 @@ static bool perm_is(const af_node *t, const int64_t *want) {
     return true;
 }
 
+/* Two dims that static shapes already tell apart (an unknown dim, negative, clashes with none). */
+static bool dims_clash(int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b; }
+
+/* Whether what the run-time checks of attention_run require can still hold: Q, K and V shaped
+ * alike, and a float mask of [B,1,1,S] or [B,1,S,S] (B may be 1). */
+static bool layouts_agree(const af_graph *g, int qv, int kv, int vv, int mask) {
+    const af_tensor *q = &g->values[qv].t;
+    for (int i = 0; i < 2; i++) {
+        const af_tensor *o = &g->values[i ? vv : kv].t;
+        if (o->rank != q->rank) return false;
+        for (int d = 0; d < q->rank; d++)
+            if (dims_clash(o->dims[d], q->dims[d])) return false;
+    }
+    if (mask < 0) return true;
+    const af_tensor *m = &g->values[mask].t;
+    if (m->dtype != AF_DTYPE_FLOAT || m->rank != 4) return false;
+    return !dims_clash(m->dims[1], 1) && !dims_clash(m->dims[3], q->dims[1]) &&
+           (m->dims[2] == 1 || !dims_clash(m->dims[2], q->dims[1])) &&
+           (m->dims[0] == 1 || !dims_clash(m->dims[0], q->dims[0]));
+}
+
 static const float *scalar_const(const af_graph *g, int v) {
     const af_value *c = af_graph_const_value(g, v);
     const af_tensor *t = c ? &c->t : NULL;
     return t && t->dtype == AF_DTYPE_FLOAT && af_tensor_numel(t) == 1 ? t->data : NULL;
 }
 
-/* Follows Transpose(perm) <- Reshape [B,S,H,D] back to the projection value; -1 if the form differs. */
+/* Follows Transpose(perm) <- Reshape [B,S,H,D] back to the projection value; -1 if the form differs.
+ * The Reshape must only split the last axis of a float [B,S,H*D] projection (as far as static shapes
+ * tell): the kernel reads the projection in that layout, whatever the graph's Reshape does. */
 static int projection(const af_graph *g, const af_fusion_candidate *c, int v, const int64_t *perm, int64_t *heads,
                       int64_t *head_dim) {
     const af_node *t = af_group_producer(g, c, v);
     if (!perm_is(t, perm)) return -1;
     const af_node *r = af_group_producer(g, c, t->inputs[0]);
-    if (!r || r->op != AF_OP_RESHAPE) return -1;
+    if (!r || r->op != AF_OP_RESHAPE || r->inputs[0] < 0) return -1;
     const af_tensor *rs = &g->values[r->outputs[0]].t, *src = &g->values[r->inputs[0]].t;
     if (rs->rank != 4 || src->rank != 3 || af_group_producer(g, c, r->inputs[0])) return -1;
+    if (src->dtype != AF_DTYPE_FLOAT || rs->dims[2] <= 0 || rs->dims[3] <= 0 ||
+        (src->dims[2] >= 0 && rs->dims[2] * rs->dims[3] != src->dims[2]))
+        return -1;
+    for (int d = 0; d < 2; d++) /* dims unknown until run time (dynamic shapes) pass */
+        if (rs->dims[d] >= 0 && src->dims[d] >= 0 && rs->dims[d] != src->dims[d]) return -1;
     *heads = rs->dims[2];
     *head_dim = rs->dims[3];
     return r->inputs[0];
@@ -130,6 +158,10 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     if (qv < 0 || kv < 0 || vv < 0 || !r || r->op != AF_OP_RESHAPE || r->outputs[0] != c->output ||
         hq != hk || hq != hv || dq != dk || dq != dv || hq <= 0 || dq <= 0) {
         snprintf(why, why_size, "the group is not the exported self-attention form");
+        return false;
+    }
+    if (!layouts_agree(g, qv, kv, vv, mask)) {
+        snprintf(why, why_size, "Q, K and V differ in shape, or the mask is not [B,1,1,S] or [B,1,S,S]");
         return false;
     }
     attention_state *st = af_calloc(1, sizeof *st);

@@ -327,8 +327,11 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
             ok = const_arith(&c, n->op, other, constant(g, other), r_first);
         } else if (n->op == AF_OP_ADD && n->n_inputs == 2 && other >= 0 &&
                    af_tensor_same_shape(&g->values[other].t, out)) {
-            /* A residual: its data arrives at run time. */
+            /* A residual: its data arrives at run time, so it must come from outside the group
+             * (a value the group makes itself, the anchor's output say, is never stored). */
             static const float placeholder = 0.0f;
+            if (af_group_producer(g, cand, other))
+                return fail(&c, "node '%s' adds a value computed inside the group", n->name);
             if (s->n_residuals >= AF_EPI_MAX_STEPS) return fail(&c, "too many residual inputs%s", "");
             int64_t ld = c.conv ? out->dims[2] * out->dims[3] : c.channels;
             /* per image / batch item; -1: symbolic rows, set at run time (run_fused) */

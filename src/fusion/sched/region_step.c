@@ -42,7 +42,7 @@ bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, cons
             if (idx == n_inputs) inputs[n_inputs++] = v;
             in->args[k] = (af_region_arg){.kind = AF_REGION_INPUT, .index = idx};
         }
-        in->has_epi = in->dtype == AF_DTYPE_FLOAT && n->n_inputs >= 1 &&
+        in->has_epi = in->dtype == AF_DTYPE_FLOAT && n->n_inputs >= 1 && n->inputs[0] >= 0 &&
                       g->values[n->inputs[0]].t.dtype == AF_DTYPE_FLOAT && af_sched_activation_step(g, n, &in->epi);
     }
     if (n_inputs > AF_REGION_MAX_INPUTS) {

@@ -20,7 +20,8 @@ static const float *const_data(const af_graph *g, int v, int64_t numel) {
 /* A plain 1x1 convolution from `in_ch` to `out_ch` channels with constant weights. */
 static bool pointwise(const af_graph *g, const af_node *n, int64_t in_ch, int64_t out_ch, const float **w,
                       const float **b) {
-    if (!n || n->op != AF_OP_CONV || n->n_inputs < 2 || af_node_attr_int(n, "group", 1) != 1) return false;
+    if (!n || n->op != AF_OP_CONV || n->n_inputs < 2 || n->inputs[1] < 0 || af_node_attr_int(n, "group", 1) != 1)
+        return false;
     const af_tensor *wt = &g->values[n->inputs[1]].t;
     if (wt->rank != 4 || wt->dims[0] != out_ch || wt->dims[1] != in_ch || wt->dims[2] != 1 || wt->dims[3] != 1)
         return false;
@@ -50,7 +51,9 @@ bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af
     af_se_desc d = {0};
     bool ok = gate && af_sched_activation_step(g, gate, &d.gate);
     if (ok) conv2 = af_group_producer(g, c, gate->inputs[0]);
-    if (ok && conv2 && conv2->op != AF_OP_CONV) ok = false;
+    /* Each link must be the group's own node of the expected op before anything reads through it:
+     * a user rule may give this family any shape at all. */
+    if (ok && (!conv2 || conv2->op != AF_OP_CONV || conv2->n_inputs < 2)) ok = false;
     if (ok) {
         const af_node *n = af_group_producer(g, c, conv2->inputs[0]);
         if (n && n->op != AF_OP_CONV) {
@@ -61,7 +64,8 @@ bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af
         }
         conv1 = n;
     }
-    if (ok && conv1) gap = af_group_producer(g, c, conv1->inputs[0]);
+    if (ok && (!conv1 || conv1->op != AF_OP_CONV || conv1->n_inputs < 2 || conv1->inputs[1] < 0)) ok = false;
+    if (ok) gap = af_group_producer(g, c, conv1->inputs[0]);
     const af_tensor *xt = x >= 0 ? &g->values[x].t : NULL;
     ok = ok && gap && gap->op == AF_OP_GLOBAL_AVERAGE_POOL && gap->inputs[0] == x && xt->rank == 4 &&
          xt->dims[1] > 0 && xt->dtype == AF_DTYPE_FLOAT;
