@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fusion/pattern/pattern.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -380,6 +381,7 @@ typedef struct cfg_parser {
     const char *base_dir;  /* the config file's folder with its trailing '/', or NULL */
     size_t base_len;
     bool rules_new, cache_new; /* next owns new rule_files / hardware_cache strings */
+    bool check_rules;          /* open and parse each rules file (a loaded config file) */
     af_error *err;
 } cfg_parser;
 
@@ -623,6 +625,19 @@ static char *resolve_path(const cfg_parser *p, const char *rel) {
     return s;
 }
 
+/* Each rules file must open and parse, checked when the config is loaded rather than at the first
+ * plan, so the error names the key and a bad file fails at every fusion level. The files are read
+ * after the built-in rules and in order, as a plan reads them, so a rule name taken twice fails too. */
+static af_status check_rule_files(cfg_parser *p, char *const *files, int n, const char *path) {
+    af_rule_set *rs = NULL;
+    af_status st = af_rules_builtin(&rs, p->err);
+    if (st != AF_OK) return af_error_prefix(p->err, st, "%s", path);
+    for (int i = 0; i < n && st == AF_OK; i++)
+        if ((st = af_rules_load_file(rs, files[i], p->err)) != AF_OK) af_error_prefix(p->err, st, "%s[%d]", path, i);
+    af_rules_free(rs);
+    return st;
+}
+
 static af_status h_rules(cfg_parser *p, const cJSON *v, const char *path, const key_handler *k) {
     (void)k;
     if (!cJSON_IsArray(v)) return bad_type(p, v, path, "an array of rule file paths");
@@ -644,6 +659,11 @@ static af_status h_rules(cfg_parser *p, const cJSON *v, const char *path, const 
             for (int j = 0; j < i; j++) af_free(files[j]);
             return out_of_memory(p, path);
         }
+    }
+    af_status st = p->check_rules ? check_rule_files(p, files, n, path) : AF_OK;
+    if (st != AF_OK) {
+        for (int j = 0; j < n; j++) af_free(files[j]);
+        return st;
     }
     if (p->rules_new)
         for (int j = 0; j < p->next.n_rule_files; j++) af_free(p->next.rule_files[j]);
@@ -715,8 +735,9 @@ static const key_handler top_keys[] = {
     {"hardware", h_hardware, 0, 0, 0},
 };
 
-/* json[len] must be '\0'. base_dir (with its trailing '/') anchors relative paths, or is NULL. */
-static af_status parse_text(const char *json, size_t len, const char *base_dir, size_t base_len,
+/* json[len] must be '\0'. base_dir (with its trailing '/') anchors relative paths, or is NULL.
+ * check_rules: read each rules file to check it (see check_rule_files). */
+static af_status parse_text(const char *json, size_t len, const char *base_dir, size_t base_len, bool check_rules,
                             af_fusion_config *cfg, af_error *err) {
     if (strlen(json) != len) {
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "invalid JSON: a NUL byte at byte %zu", strlen(json));
@@ -732,7 +753,7 @@ static af_status parse_text(const char *json, size_t len, const char *base_dir, 
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "invalid JSON (rejected by cJSON)");
     }
 
-    cfg_parser p = {.next = *cfg, .base_dir = base_dir, .base_len = base_len, .err = err};
+    cfg_parser p = {.next = *cfg, .base_dir = base_dir, .base_len = base_len, .check_rules = check_rules, .err = err};
     st = parse_object(&p, root, "", top_keys, (int)(sizeof top_keys / sizeof top_keys[0]));
     cJSON_Delete(root);
     if (st != AF_OK) {
@@ -751,7 +772,7 @@ static af_status parse_text(const char *json, size_t len, const char *base_dir, 
 af_status af_fusion_config_parse(const char *json, af_fusion_config *cfg, af_error *err) {
     if (!json || !cfg)
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_fusion_config_parse: NULL argument");
-    return parse_text(json, strlen(json), NULL, 0, cfg, err);
+    return parse_text(json, strlen(json), NULL, 0, false, cfg, err);
 }
 
 af_status af_fusion_config_load_file(const char *path, af_fusion_config *cfg, af_error *err) {
@@ -791,7 +812,7 @@ af_status af_fusion_config_load_file(const char *path, af_fusion_config *cfg, af
     }
     buf[len] = '\0';
     const char *slash = strrchr(path, '/');
-    st = parse_text(buf, len, path, slash ? (size_t)(slash - path) + 1 : 0, cfg, err);
+    st = parse_text(buf, len, path, slash ? (size_t)(slash - path) + 1 : 0, true, cfg, err);
     if (st != AF_OK) af_error_prefix(err, st, "%s", path);
 done:
     af_free(buf);

@@ -62,6 +62,10 @@ void af_fusion_config_default(af_fusion_config *cfg);
 /* Parses JSON text over the defaults already in cfg. Errors name the key: "fusion_policy.conv_bn_relu:
  * 'sometimes' is not one of always, memory_aware, aggressive, never". On error cfg is unchanged. */
 af_status af_fusion_config_parse(const char *json, af_fusion_config *cfg, af_error *err);
+/* As af_fusion_config_parse on a file's text, with relative paths resolved against the file's
+ * folder; it also reads each file of "rules" (after the built-in rules, in order) and fails unless
+ * all open and parse: "fusion.json: rules[0]: my.rules: cannot open rules file: ...", with the
+ * rules loader's status (docs/rules.md). af_fusion_config_parse reads no files. */
 af_status af_fusion_config_load_file(const char *path, af_fusion_config *cfg, af_error *err);
 void af_fusion_config_free(af_fusion_config *cfg);
 const char *af_fusion_policy_name(af_fusion_policy p);

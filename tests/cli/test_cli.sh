@@ -71,6 +71,11 @@ check "a session whose groups were all backed out still runs" $?
 printf '{"fusion_levle": 2}' >"$tmp/bad.json"
 "$AF" run $M/model.onnx --config "$tmp/bad.json" >/dev/null 2>"$tmp/err.txt"
 [ $? -ne 0 ] && grep -q 'fusion_levle' "$tmp/err.txt"; check "unknown config key is an error naming it" $?
+printf '{"rules": ["nonexistent.rules"]}' >"$tmp/norules.json"
+"$AF" fuse $M/model.onnx --config "$tmp/norules.json" --level 0 >/dev/null 2>"$tmp/err.txt"
+[ $? -ne 0 ] && [ "$(wc -l <"$tmp/err.txt")" -eq 1 ] && \
+    grep -q 'norules.json: rules\[0\]: .*nonexistent.rules: cannot open rules file' "$tmp/err.txt"
+check "a missing rules file is an error naming the config key, at --level 0 too" $?
 printf '{"resource_constraints": {"max_mem_usage": "1KB"}}' >"$tmp/small.json"
 "$AF" run $M/model.onnx --config "$tmp/small.json" >/dev/null 2>"$tmp/err.txt"
 [ $? -ne 0 ] && grep -q 'max_mem_usage' "$tmp/err.txt"; check "max_mem_usage rejects a plan that needs more" $?

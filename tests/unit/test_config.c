@@ -93,7 +93,8 @@ static const char full_json[] =
     "  \"hardware\": {\"cache_file\": \"hw.cache\", \"peak_gflops\": 1200.5, \"bandwidth_gbs\": 80}\n"
     "}\n";
 
-static void check_full(const af_fusion_config *c, const char *dir) {
+/* abs_rules: the absolute path full_json's second rules file stands for (see write_full_config). */
+static void check_full(const af_fusion_config *c, const char *dir, const char *abs_rules) {
     CHECK_EQ_INT(c->fusion_level, 3);
     CHECK(c->fusion_aggressiveness == 0.75);
     CHECK_EQ_INT(c->max_fused_ops, 64);
@@ -117,7 +118,7 @@ static void check_full(const af_fusion_config *c, const char *dir) {
     char want[512];
     snprintf(want, sizeof want, "%smy.rules", dir);
     CHECK(c->n_rule_files == 2 && str_eq(c->rule_files[0], want));
-    CHECK(c->n_rule_files == 2 && str_eq(c->rule_files[1], "/abs/other.rules"));
+    CHECK(c->n_rule_files == 2 && str_eq(c->rule_files[1], abs_rules));
     CHECK(c->weight_latency == 2.0 && c->weight_memory == 0 && c->weight_energy == 0.5);
     CHECK(c->verify);
     CHECK(c->verify_rtol == 0.01 && c->verify_atol == 0);
@@ -131,7 +132,7 @@ AF_TEST(config_every_key) {
     af_fusion_config_default(&c);
     af_error err = {0};
     CHECK_EQ_INT(af_fusion_config_parse(full_json, &c, &err), AF_OK);
-    check_full(&c, "");
+    check_full(&c, "", "/abs/other.rules");
     af_fusion_config_free(&c);
     CHECK(c.hardware_cache == NULL && c.n_rule_files == 0);
 }
@@ -225,17 +226,55 @@ static void remove_temp(const char *dir, const char *path) {
     rmdir(dir);
 }
 
+static int write_file_in(const char *dir, const char *name, const char *text) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) return 0;
+    fputs(text, f);
+    return fclose(f) == 0;
+}
+
+static void unlink_in(const char *dir, const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    unlink(path);
+}
+
+/* full_json as a file, with the rules files it names: my.rules beside it, and for "/abs/other.rules"
+ * the absolute path of other.rules there too (returned in abs_rules). A loaded config reads them. */
+static int write_full_config(char *dir, size_t dn, char *path, size_t pn, char *abs_rules, size_t an) {
+    if (!write_temp("", 0, dir, dn, path, pn)) return 0;
+    snprintf(abs_rules, an, "%s/other.rules", dir);
+    const char *at = strstr(full_json, "/abs/other.rules");
+    char json[sizeof full_json + 128];
+    snprintf(json, sizeof json, "%.*s%s%s", (int)(at - full_json), full_json, abs_rules,
+             at + strlen("/abs/other.rules"));
+    return write_file_in(dir, "fusion.json", json) &&
+           write_file_in(dir, "my.rules", "rule my_gate elementwise_chain\n  node a Relu\n  node b Sigmoid\n"
+                                          "  anchor a\n  edge b.0 = a\nend\n") &&
+           write_file_in(dir, "other.rules", "rule other_gate elementwise_chain\n  node a Tanh\n  node b Sigmoid\n"
+                                             "  anchor a\n  edge b.0 = a\nend\n");
+}
+
+static void remove_full_config(const char *dir, const char *path) {
+    unlink_in(dir, "my.rules");
+    unlink_in(dir, "other.rules");
+    remove_temp(dir, path);
+}
+
 AF_TEST(config_file_relative_paths) {
-    char dir[64], path[128], prefix[128];
-    CHECK(write_temp(full_json, strlen(full_json), dir, sizeof dir, path, sizeof path));
+    char dir[64], path[128], prefix[128], abs_rules[128];
+    CHECK(write_full_config(dir, sizeof dir, path, sizeof path, abs_rules, sizeof abs_rules));
     af_fusion_config c;
     af_fusion_config_default(&c);
     af_error err = {0};
     CHECK_EQ_INT(af_fusion_config_load_file(path, &c, &err), AF_OK);
+    if (err.status) printf("  %s\n", err.message);
     snprintf(prefix, sizeof prefix, "%s/", dir);
-    check_full(&c, prefix);
+    check_full(&c, prefix, abs_rules);
     af_fusion_config_free(&c);
-    remove_temp(dir, path);
+    remove_full_config(dir, path);
 }
 
 AF_TEST(config_file_errors) {
@@ -275,6 +314,64 @@ AF_TEST(config_file_errors) {
     CHECK(strstr(err.message, "line 3") != NULL);
     remove_temp(dir, path);
     CHECK(cfg_equal(&c, &def));
+}
+
+/* A loaded config reads its rules files: one that is missing, or does not parse, or takes a rule
+ * name already taken (built in or by an earlier file) is an error naming the key, whatever the
+ * fusion level, and cfg is left as it was. */
+AF_TEST(config_file_rules_checked) {
+    static const struct {
+        const char *json;
+        af_status status;
+        const char *want[2]; /* in the message, after the config file's path */
+    } bad[] = {
+        {"{\"rules\": [\"nonexistent.rules\"]}", AF_ERR_IO,
+         {"rules[0]: ", "/nonexistent.rules: cannot open rules file: "}},
+        {"{\"fusion_level\": 0, \"rules\": [\"nonexistent.rules\"]}", AF_ERR_IO,
+         {"rules[0]: ", "/nonexistent.rules: cannot open rules file: "}},
+        {"{\"rules\": [\"good.rules\", \"typo.rules\"]}", AF_ERR_INVALID_ARGUMENT,
+         {"rules[1]: ", "/typo.rules:2: unknown op 'Relux'"}},
+        {"{\"rules\": [\"good.rules\", \"good.rules\"]}", AF_ERR_INVALID_ARGUMENT, {"rules[1]: ", "good_gate"}},
+        {"{\"fusion_level\": 0, \"rules\": [\"builtin_name.rules\"]}", AF_ERR_INVALID_ARGUMENT,
+         {"rules[0]: ", "conv_bn_act"}},
+    };
+    char dir[64], path[128];
+    CHECK(write_temp("", 0, dir, sizeof dir, path, sizeof path));
+    CHECK(write_file_in(dir, "good.rules", "rule good_gate elementwise_chain\n  node a Relu\n  node b Sigmoid\n"
+                                           "  anchor a\n  edge b.0 = a\nend\n"));
+    CHECK(write_file_in(dir, "typo.rules", "rule typo elementwise_chain\n  node a Relux\n  node b Sigmoid\n"
+                                           "  anchor a\n  edge b.0 = a\nend\n"));
+    CHECK(write_file_in(dir, "builtin_name.rules", "rule conv_bn_act conv_bn_relu\n  node c Conv\n  node r Relu\n"
+                                                   "  anchor c\n  edge r.0 = c\nend\n"));
+    af_fusion_config c, def;
+    af_fusion_config_default(&c);
+    af_fusion_config_default(&def);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        af_error err = {0};
+        CHECK(write_file_in(dir, "fusion.json", bad[i].json));
+        af_status st = af_fusion_config_load_file(path, &c, &err);
+        char want0[256];
+        snprintf(want0, sizeof want0, "%s: %s%s", path, bad[i].want[0], dir);
+        if (st != bad[i].status || strncmp(err.message, want0, strlen(want0)) ||
+            !strstr(err.message, bad[i].want[1]))
+            af_test_fail(__FILE__, __LINE__, "%s: got status %d '%s', want %d '%s...%s'", bad[i].json, (int)st,
+                         err.message, (int)bad[i].status, want0, bad[i].want[1]);
+        CHECK(cfg_equal(&c, &def));
+    }
+    /* Files that open and parse are kept, resolved against the config's folder. */
+    CHECK(write_file_in(dir, "fusion.json", "{\"rules\": [\"good.rules\"]}"));
+    af_error err = {0};
+    CHECK_EQ_INT(af_fusion_config_load_file(path, &c, &err), AF_OK);
+    char want[256];
+    snprintf(want, sizeof want, "%s/good.rules", dir);
+    CHECK(c.n_rule_files == 1 && str_eq(c.rule_files[0], want));
+    /* The text parser reads no files: its paths are checked when a plan reads them. */
+    CHECK_EQ_INT(af_fusion_config_parse("{\"rules\": [\"nonexistent.rules\"]}", &c, &err), AF_OK);
+    af_fusion_config_free(&c);
+    unlink_in(dir, "good.rules");
+    unlink_in(dir, "typo.rules");
+    unlink_in(dir, "builtin_name.rules");
+    remove_temp(dir, path);
 }
 
 /* Each bad text fails with AF_ERR_INVALID_ARGUMENT, a message containing `want`, and cfg unchanged. */
@@ -517,12 +614,12 @@ AF_TEST(config_out_of_memory) {
     }
     CHECK(ok);
     CHECK(failures > 20); /* cJSON allocates through af_malloc: one node per value at least */
-    check_full(&c, "");
+    check_full(&c, "", "/abs/other.rules");
     af_fusion_config_free(&c);
     af_fusion_config_free(&before);
 
-    char dir[64], path[128], prefix[128];
-    CHECK(write_temp(full_json, strlen(full_json), dir, sizeof dir, path, sizeof path));
+    char dir[64], path[128], prefix[128], abs_rules[128];
+    CHECK(write_full_config(dir, sizeof dir, path, sizeof path, abs_rules, sizeof abs_rules));
     snprintf(prefix, sizeof prefix, "%s/", dir);
     ok = 0;
     for (long n = 0; n < 10000 && !ok; n++) {
@@ -532,7 +629,7 @@ AF_TEST(config_out_of_memory) {
         af_alloc_fail_after(-1);
         if (st == AF_OK) {
             ok = 1;
-            check_full(&c, prefix);
+            check_full(&c, prefix, abs_rules);
         } else {
             if (st != AF_ERR_OUT_OF_MEMORY)
                 af_test_fail(__FILE__, __LINE__, "n=%ld: status %d: %s", n, (int)st, err.message);
@@ -542,5 +639,5 @@ AF_TEST(config_out_of_memory) {
         af_fusion_config_free(&c);
     }
     CHECK(ok);
-    remove_temp(dir, path);
+    remove_full_config(dir, path);
 }
