@@ -10,8 +10,12 @@
  * --inputs DIR reads DIR/input_K.pb for graph input K (the ONNX backend-test layout).
  * Exit status 0 on success; otherwise 1 with a one-line error naming the cause on stderr.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,28 @@ static int fail(const char *fmt, const char *a, const char *b) {
     fprintf(stderr, fmt, a, b);
     fprintf(stderr, "\n");
     return 1;
+}
+
+/* The whole of `text` as a decimal integer in [lo, hi]: no leading space, no trailing text, no
+ * overflow (atoi would read "abc" as 0 and "8x" as 8). */
+static bool parse_long(const char *text, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || errno == ERANGE || isspace((unsigned char)text[0]) || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+/* The same for an unsigned 64-bit value (strtoull alone takes "-1" for 2^64 - 1). */
+static bool parse_u64(const char *text, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)text[0])) return false;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end || errno == ERANGE) return false;
+    *out = v;
+    return true;
 }
 
 static void usage(FILE *f) {
@@ -193,6 +219,7 @@ static int cmd_run(int argc, char **argv, int cmd) {
     const char *path = argv[0], *out_dir = NULL, *isa = NULL, *in_dir = NULL, *config = NULL;
     const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
     int n_given = 0, threads = 0, warmup = 5, iterations = 20, level = -1, json = 0, reference = 0, profile = 0;
+    long num;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             char *eq = strchr(argv[++i], '=');
@@ -206,21 +233,29 @@ static int cmd_run(int argc, char **argv, int cmd) {
         } else if (!strcmp(argv[i], "--output-dir") && i + 1 < argc) {
             out_dir = argv[++i];
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            threads = atoi(argv[++i]);
+            if (!parse_long(argv[++i], 0, INT_MAX, &num))
+                return fail("--threads takes a whole number >= 0 (0: every core), not '%s'%s", argv[i], "");
+            threads = (int)num;
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            rng_state = strtoull(argv[++i], NULL, 10) * 0x9e3779b97f4a7c15ull + 1;
+            uint64_t seed;
+            if (!parse_u64(argv[++i], &seed))
+                return fail("--seed takes a whole number from 0 to 2^64 - 1, not '%s'%s", argv[i], "");
+            rng_state = seed * 0x9e3779b97f4a7c15ull + 1;
         } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
             isa = argv[++i];
         } else if (!strcmp(argv[i], "--reference")) {
             reference = 1;
         } else if (bench && !strcmp(argv[i], "--warmup") && i + 1 < argc) {
-            warmup = atoi(argv[++i]);
+            if (!parse_long(argv[++i], 0, INT_MAX, &num))
+                return fail("--warmup takes a whole number >= 0, not '%s'%s", argv[i], "");
+            warmup = (int)num;
         } else if (bench && !strcmp(argv[i], "--iterations") && i + 1 < argc) {
-            iterations = atoi(argv[++i]);
+            if (!parse_long(argv[++i], 1, INT_MAX, &num))
+                return fail("--iterations takes a whole number >= 1, not '%s'%s", argv[i], "");
+            iterations = (int)num;
         } else if (!strcmp(argv[i], "--level") && i + 1 < argc) {
-            char *end;
-            level = (int)strtol(argv[++i], &end, 10);
-            if (*end || level < 0 || level > 3) return fail("--level takes 0 to 3, not '%s'%s", argv[i], "");
+            if (!parse_long(argv[++i], 0, 3, &num)) return fail("--level takes 0 to 3, not '%s'%s", argv[i], "");
+            level = (int)num;
         } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
             config = argv[++i];
         } else if (bench && !strcmp(argv[i], "--json")) {
@@ -239,11 +274,6 @@ static int cmd_run(int argc, char **argv, int cmd) {
     af_tensor inputs[MAX_INPUTS];
     const char *names[MAX_INPUTS];
     if (af_model_load(path, NULL, &m, &err) != AF_OK) return fail("%s: %s", path, err.message);
-    if (iterations < 1 || warmup < 0) {
-        fail("--iterations must be >= 1 and --warmup >= 0%s%s", "", "");
-        n_in = 0;
-        goto done;
-    }
     af_session_options opts = af_session_options_default();
     opts.n_threads = threads;
     opts.fusion_level = level;

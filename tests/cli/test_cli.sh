@@ -41,6 +41,25 @@ printf 'not a model' >"$tmp/bad.onnx"
 
 "$AF" frobnicate >/dev/null 2>&1; [ $? -ne 0 ]; check "unknown command exits non-zero" $?
 
+# Numeric flags are read whole: anything but a number in range is a one-line error naming the flag.
+bad_flag() { # command, flag, value
+    "$AF" "$1" $M/model.onnx "$2" "$3" >/dev/null 2>"$tmp/err.txt"; rc=$?
+    [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err.txt")" -eq 1 ] && grep -q -- "$2 takes .*, not '$3'" "$tmp/err.txt"
+    check "$1 $2 '$3' is an error naming the flag" $?
+}
+bad_flag run --threads abc
+bad_flag run --threads -1
+bad_flag run --threads 8x
+bad_flag bench --threads 99999999999
+bad_flag bench --warmup x
+bad_flag bench --iterations 0
+bad_flag bench --iterations 2.5
+bad_flag run --seed -1
+bad_flag run --seed 1e3
+bad_flag fuse --level ""
+bad_flag fuse --level 4
+"$AF" run $M/model.onnx --threads 2 --seed 7 >/dev/null 2>&1; check "run --threads 2 --seed 7 exits 0" $?
+
 "$AF" bench $M/model.onnx --iterations 2 --warmup 0 --profile >"$tmp/prof.txt" 2>&1; check "bench --profile exits 0" $?
 steps=$(grep -Ec "^ +[0-9]+ +[0-9.]+ +[0-9.]+% +[A-Za-z]" "$tmp/prof.txt")
 planned=$(sed -n 's/^profile over 2 runs: .* in \([0-9]*\) steps$/\1/p' "$tmp/prof.txt")
