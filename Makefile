@@ -86,6 +86,9 @@ FUZZ_OPT := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-rec
             -fno-omit-frame-pointer -Wno-unknown-warning-option
 FUZZERS := $(FUZZ_BUILD)/fuzz_load $(FUZZ_BUILD)/fuzz_pipeline
 FUZZ_TIME ?= 60
+# A fusion config for fuzz_pipeline's sessions (AF_FUZZ_CONFIG), and through it rules files:
+# FUZZ_CONFIG=tests/fuzz/hostile.json puts any op in any family. Empty: the defaults.
+FUZZ_CONFIG ?=
 FUZZ_SEEDS := $(FUZZ_BUILD)/seeds
 
 .PHONY: fuzz fuzz-lib fuzz-smoke check-tsan
@@ -111,7 +114,7 @@ fuzz-smoke: fuzz $(FUZZ_SEEDS)
 	@for f in load pipeline; do \
 	    mkdir -p $(FUZZ_BUILD)/corpus_$$f; \
 	    echo "== fuzz_$$f for $(FUZZ_TIME)s"; \
-	    XDG_CACHE_HOME=$(CURDIR)/$(FUZZ_BUILD)/cache AF_FUZZ_BASE_DIR=tests/robustness ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+	    XDG_CACHE_HOME=$(CURDIR)/$(FUZZ_BUILD)/cache AF_FUZZ_BASE_DIR=tests/robustness AF_FUZZ_CONFIG=$(FUZZ_CONFIG) ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
 	    $(FUZZ_BUILD)/fuzz_$$f -max_total_time=$(FUZZ_TIME) -timeout=20 -rss_limit_mb=2048 -max_len=4194304 \
 	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/ \
 	        $(FUZZ_BUILD)/corpus_$$f $(FUZZ_SEEDS) >$(FUZZ_BUILD)/fuzz_$$f.log 2>&1; rc=$$?; \

@@ -1,6 +1,9 @@
 /* libFuzzer harness for load -> session create (fusion at the default level, memory plan) and, when
  * every input has a small static shape, one run on zero-filled inputs. Every stage must succeed or
- * fail with a well-formed error; ASan/UBSan/LeakSanitizer catch the rest. */
+ * fail with a well-formed error; ASan/UBSan/LeakSanitizer catch the rest.
+ * AF_FUZZ_CONFIG=FILE creates every session with that fusion config, and so with the rules files
+ * it names: tests/fuzz/hostile.json gives every family "always" and rules that put any op in any
+ * family, so the fused-step builders meet shapes they were not written for. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     af_session_options so = af_session_options_default();
     so.n_threads = 1;
     so.fusion_level = (int)(size % 4); /* levels 0 to 3, chosen by the input itself */
+    const char *config = getenv("AF_FUZZ_CONFIG");
+    so.config_path = config && *config ? config : NULL;
     af_session *s = NULL;
     st = af_session_create(m, &so, &s, &err);
     fuzz_check_error("af_session_create", st, &err);
