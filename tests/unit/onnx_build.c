@@ -118,43 +118,43 @@ const char *ob_input(ob_model *m, int rank, const int64_t *dims) {
     return nm;
 }
 
-const char *ob_const(ob_model *m, int rank, const int64_t *dims, const float *data) {
+/* A new initializer of the given type and shape; *n receives its element count. */
+static Onnx__TensorProto *new_init(ob_model *m, int data_type, int rank, const int64_t *dims, int64_t *n,
+                                   const char **nm) {
     if (m->graph.n_initializer >= OB_MAX_INITS) abort();
     Onnx__TensorProto *t = &m->inits[m->graph.n_initializer];
     onnx__tensor_proto__init(t);
-    char *nm = name(m, "c");
-    t->name = nm;
+    *nm = name(m, "c");
+    t->name = (char *)*nm;
     t->has_data_type = 1;
-    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    int64_t n = 1;
+    t->data_type = data_type;
+    *n = 1;
     t->n_dims = (size_t)rank;
     t->dims = own(m, (size_t)(rank ? rank : 1) * sizeof *t->dims);
-    for (int d = 0; d < rank; d++) n *= (t->dims[d] = dims[d]);
+    for (int d = 0; d < rank; d++) *n *= (t->dims[d] = dims[d]);
+    m->init_ptrs[m->graph.n_initializer++] = t;
+    return t;
+}
+
+const char *ob_const(ob_model *m, int rank, const int64_t *dims, const float *data) {
+    int64_t n;
+    const char *nm;
+    Onnx__TensorProto *t = new_init(m, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, rank, dims, &n, &nm);
     t->n_float_data = (size_t)n;
     t->float_data = own(m, (size_t)n * sizeof(float));
     memcpy(t->float_data, data, (size_t)n * sizeof(float));
-    m->init_ptrs[m->graph.n_initializer++] = t;
     return nm;
 }
 
 const char *ob_scalar(ob_model *m, float v) { return ob_const(m, 0, NULL, &v); }
 
 const char *ob_const_i64(ob_model *m, int rank, const int64_t *dims, const int64_t *data) {
-    if (m->graph.n_initializer >= OB_MAX_INITS) abort();
-    Onnx__TensorProto *t = &m->inits[m->graph.n_initializer];
-    onnx__tensor_proto__init(t);
-    char *nm = name(m, "c");
-    t->name = nm;
-    t->has_data_type = 1;
-    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-    int64_t n = 1;
-    t->n_dims = (size_t)rank;
-    t->dims = own(m, (size_t)(rank ? rank : 1) * sizeof *t->dims);
-    for (int d = 0; d < rank; d++) n *= (t->dims[d] = dims[d]);
+    int64_t n;
+    const char *nm;
+    Onnx__TensorProto *t = new_init(m, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, rank, dims, &n, &nm);
     t->n_int64_data = (size_t)n;
     t->int64_data = own(m, (size_t)(n ? n : 1) * sizeof(int64_t));
     memcpy(t->int64_data, data, (size_t)n * sizeof(int64_t));
-    m->init_ptrs[m->graph.n_initializer++] = t;
     return nm;
 }
 
