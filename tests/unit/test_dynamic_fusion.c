@@ -193,3 +193,56 @@ AF_TEST(dynamic_elastic_arena_replans_only_beyond_the_elasticity) {
     remove(path);
     af_model_free(m);
 }
+
+/* The exported BERT with a dynamic batch and sequence: its attention blocks fuse (without their
+ * last Reshape, whose target reads Shape of the merged heads) and the fused session gives the
+ * unfused one's outputs at two sequence lengths. */
+AF_TEST(dynamic_bert_attention_fuses_and_matches_unfused) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/bert_tiny_dynamic/model.onnx", af_test_dir());
+    af_model *m = NULL;
+    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
+    if (!m) return;
+    af_session *fused = session(m, 3), *plain = session(m, 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f && fused) {
+        af_session_fusion_report(fused, f);
+        fclose(f);
+        /* Both layers' blocks are among the accepted groups (listed before the rejected ones). */
+        const char *rejected = text ? strstr(text, "rejected candidates:") : NULL;
+        int n = 0;
+        for (const char *p = text; p && (p = strstr(p, "rule bert_self_attention_heads:")) && p < rejected; p++) n++;
+        CHECK_EQ_INT(n, 2);
+    }
+    free(text);
+    for (int seq = 9; fused && plain && seq <= 20; seq += 11) {
+        int64_t ids[20], mask[20], types[20];
+        for (int i = 0; i < seq; i++) {
+            ids[i] = (int64_t)((frand() + 1.0f) * 499.0f);
+            mask[i] = i < seq - 2; /* two padding positions */
+            types[i] = i >= seq / 2;
+        }
+        af_tensor in[3] = {{.dtype = AF_DTYPE_INT64, .rank = 2, .dims = {1, seq}, .data = ids},
+                           {.dtype = AF_DTYPE_INT64, .rank = 2, .dims = {1, seq}, .data = mask},
+                           {.dtype = AF_DTYPE_INT64, .rank = 2, .dims = {1, seq}, .data = types}};
+        const char *names[3] = {"input_ids", "attention_mask", "token_type_ids"};
+        af_error err = {0};
+        CHECK(af_session_run(fused, 3, names, in, &err) == AF_OK);
+        CHECK(af_session_run(plain, 3, names, in, &err) == AF_OK);
+        for (int o = 0; o < 2; o++) {
+            const af_tensor *a = af_session_output(fused, o), *b = af_session_output(plain, o);
+            CHECK(a && b && af_tensor_numel(a) == af_tensor_numel(b));
+            int64_t bad = 0, n = a && b ? af_tensor_numel(b) : 0;
+            for (int64_t k = 0; k < n; k++) {
+                const double x = ((const float *)a->data)[k], y = ((const float *)b->data)[k];
+                if (!(fabs(x - y) <= 1e-4 + 1e-3 * fabs(y))) bad++;
+            }
+            if (bad) af_test_fail(__FILE__, __LINE__, "seq %d output %d: %lld values differ", seq, o, (long long)bad);
+        }
+    }
+    af_session_free(fused);
+    af_session_free(plain);
+    af_model_free(m);
+}

@@ -54,6 +54,50 @@ static const float *scalar_const(const af_graph *g, int v) {
     return t && t->dtype == AF_DTYPE_FLOAT && af_tensor_numel(t) == 1 ? t->data : NULL;
 }
 
+/* The node producing v in the whole graph (inside the group or not), or NULL. */
+static const af_node *producer(const af_graph *g, int v) {
+    return v >= 0 && g->values[v].producer >= 0 ? &g->nodes[g->values[v].producer] : NULL;
+}
+
+/* The int64 value of a one-element constant, or -1. */
+static int64_t const_i64(const af_graph *g, int v) {
+    const af_value *c = af_graph_const_value(g, v);
+    if (!c || c->t.dtype != AF_DTYPE_INT64 || !c->t.data || af_tensor_numel(&c->t) != 1) return -1;
+    return ((const int64_t *)c->t.data)[0];
+}
+
+/* Whether piece v of a shape is dimension k of x, as exporters write it for a dynamic batch or
+ * sequence: Unsqueeze(Gather(Shape(x), k), axes 0); or a constant 0 (Reshape's "copy the input's
+ * dimension"). */
+static bool piece_is_dim(const af_graph *g, int v, int x, int64_t k) {
+    if (const_i64(g, v) == 0) return true;
+    const af_node *u = producer(g, v);
+    if (!u || u->op != AF_OP_UNSQUEEZE || u->n_inputs < 1) return false;
+    const int64_t *axes;
+    int n_axes = af_node_attr_ints(u, "axes", &axes);
+    if (!(n_axes == 1 && axes[0] == 0) && !(n_axes < 0 && u->n_inputs > 1 && const_i64(g, u->inputs[1]) == 0))
+        return false;
+    const af_node *ga = producer(g, u->inputs[0]);
+    if (!ga || ga->op != AF_OP_GATHER || ga->n_inputs < 2 || af_node_attr_int(ga, "axis", 0) != 0 ||
+        const_i64(g, ga->inputs[1]) != k)
+        return false;
+    const af_node *sh = producer(g, ga->inputs[0]);
+    return sh && sh->op == AF_OP_SHAPE && sh->n_inputs == 1 && sh->inputs[0] == x && sh->n_attrs == 0;
+}
+
+/* A head split whose target shape is computed at run time: Concat(dim 0 of x, dim 1 of x, H, D).
+ * Returns whether it is that form, with H and D. */
+static bool runtime_head_split(const af_graph *g, const af_node *r, int64_t *heads, int64_t *head_dim) {
+    const af_node *cat = r->n_inputs > 1 ? producer(g, r->inputs[1]) : NULL;
+    if (!cat || cat->op != AF_OP_CONCAT || cat->n_inputs != 4 || af_node_attr_int(cat, "axis", 0) != 0 ||
+        af_node_attr_int(r, "allowzero", 0) != 0)
+        return false;
+    *heads = const_i64(g, cat->inputs[2]);
+    *head_dim = const_i64(g, cat->inputs[3]);
+    return *heads > 0 && *head_dim > 0 && piece_is_dim(g, cat->inputs[0], r->inputs[0], 0) &&
+           piece_is_dim(g, cat->inputs[1], r->inputs[0], 1);
+}
+
 /* Follows Transpose(perm) <- Reshape [B,S,H,D] back to the projection value; -1 if the form differs.
  * The Reshape must only split the last axis of a float [B,S,H*D] projection (as far as static shapes
  * tell): the kernel reads the projection in that layout, whatever the graph's Reshape does. */
@@ -64,14 +108,19 @@ static int projection(const af_graph *g, const af_fusion_candidate *c, int v, co
     const af_node *r = af_group_producer(g, c, t->inputs[0]);
     if (!r || r->op != AF_OP_RESHAPE || r->inputs[0] < 0) return -1;
     const af_tensor *rs = &g->values[r->outputs[0]].t, *src = &g->values[r->inputs[0]].t;
-    if (rs->rank != 4 || src->rank != 3 || af_group_producer(g, c, r->inputs[0])) return -1;
-    if (src->dtype != AF_DTYPE_FLOAT || rs->dims[2] <= 0 || rs->dims[3] <= 0 ||
-        (src->dims[2] >= 0 && rs->dims[2] * rs->dims[3] != src->dims[2]))
-        return -1;
-    for (int d = 0; d < 2; d++) /* dims unknown until run time (dynamic shapes) pass */
-        if (rs->dims[d] >= 0 && src->dims[d] >= 0 && rs->dims[d] != src->dims[d]) return -1;
-    *heads = rs->dims[2];
-    *head_dim = rs->dims[3];
+    if (src->rank != 3 || src->dtype != AF_DTYPE_FLOAT || af_group_producer(g, c, r->inputs[0])) return -1;
+    if (rs->rank == 4 && rs->dims[2] > 0 && rs->dims[3] > 0) {
+        if (src->dims[2] >= 0 && rs->dims[2] * rs->dims[3] != src->dims[2]) return -1;
+        for (int d = 0; d < 2; d++) /* dims unknown until run time (dynamic shapes) pass */
+            if (rs->dims[d] >= 0 && src->dims[d] >= 0 && rs->dims[d] != src->dims[d]) return -1;
+        *heads = rs->dims[2];
+        *head_dim = rs->dims[3];
+        return r->inputs[0];
+    }
+    /* A dynamic batch or sequence: the target shape is computed at run time, and only its form
+     * proves the split keeps x's first two dims; H x D must be x's static last dim. */
+    if (rs->rank >= 0 && rs->rank != 4) return -1;
+    if (!runtime_head_split(g, r, heads, head_dim) || src->dims[2] != *heads * *head_dim) return -1;
     return r->inputs[0];
 }
 
@@ -153,9 +202,13 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     int vv = pv && pv->op == AF_OP_MAT_MUL && pv->inputs[0] == sm->outputs[0]
                  ? projection(g, c, pv->inputs[1], to_heads, &hv, &dv)
                  : -1;
+    /* The block ends at the merging Transpose or at the Reshape after it: either way the output
+     * holds [B,S,H,D] in the [B,S,H*D] layout the kernel writes. */
     const af_node *t = pv ? af_group_consumer(g, c, pv->outputs[0]) : NULL;
     const af_node *r = perm_is(t, to_heads) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
-    if (qv < 0 || kv < 0 || vv < 0 || !r || r->op != AF_OP_RESHAPE || r->outputs[0] != c->output ||
+    const bool ends = perm_is(t, to_heads) && (r ? r->op == AF_OP_RESHAPE && r->outputs[0] == c->output
+                                                   : t->outputs[0] == c->output);
+    if (qv < 0 || kv < 0 || vv < 0 || !ends ||
         hq != hk || hq != hv || dq != dk || dq != dv || hq <= 0 || dq <= 0) {
         snprintf(why, why_size, "the group is not the exported self-attention form");
         return false;
