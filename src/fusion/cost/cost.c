@@ -113,6 +113,12 @@ static bool legal(const af_cost_graph *cg, const af_fusion_config *cfg, const af
             snprintf(why, size, "no_fusion_ops: %s '%s'", n->op_type, n->name);
             return false;
         }
+        /* Opaque nodes (control flow, shape- or data-dependent outputs, unknown ops) are barriers:
+         * no group holds one, whatever a rule matched. */
+        if (n->op >= AF_OP_COUNT || af_op_info(n->op)->cls == AF_OPCLASS_OPAQUE) {
+            snprintf(why, size, "barrier: %s '%s' is opaque", n->op_type, n->name);
+            return false;
+        }
     }
     if (!af_fusion_is_convex(g, c->nodes, c->n_nodes)) {
         snprintf(why, size, "cycle: merging the group would create a cycle");
