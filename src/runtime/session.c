@@ -226,13 +226,17 @@ static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const ch
     e.pool = s->pool;
     e.workspace = ps->workspace;
     e.subplans = &ps->subs;
-    if ((st = af_elastic_arena_begin(&s->elastic, g, ps, err)) != AF_OK) goto done;
-    if (s->elastic.arena) {
+    /* The elastic arena is an optimization: when it cannot be set up or planned (out of memory),
+     * dynamic values stay on the heap and the run goes on. */
+    const bool elastic = af_elastic_arena_begin(&s->elastic, g, ps, NULL) == AF_OK;
+    if (elastic && s->elastic.arena) {
         e.memory = &s->elastic.memory;
         e.arena = s->elastic.arena;
     }
-    e.observed = s->elastic.observed;
-    e.outgrown = &s->elastic.outgrown;
+    if (elastic) {
+        e.observed = s->elastic.observed;
+        e.outgrown = &s->elastic.outgrown;
+    }
     for (int i = 0; i < n_inputs; i++) {
         int v = names[i] ? af_graph_find_value(g, names[i]) : -1;
         if (v < 0 || g->values[v].kind != AF_VALUE_INPUT) {
@@ -252,7 +256,7 @@ static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const ch
     e.spare_outputs = s->outputs; /* the last run's output buffers, reused where they fit */
     if ((st = af_exec_run(&e, err)) != AF_OK) goto done;
     if (e.step_ms) ps->profile_runs++;
-    if ((st = af_elastic_arena_update(&s->elastic, g, ps, err)) != AF_OK) goto done;
+    if (elastic) (void)af_elastic_arena_update(&s->elastic, g, ps, NULL);
     atomic_store(&s->elastic_bytes, s->elastic.arena ? s->elastic.memory.arena_bytes : 0);
     atomic_store(&s->elastic_replans, s->elastic.replans);
     for (int i = 0; i < s->n_outputs; i++) af_tensor_free_data(&s->outputs[i]);
