@@ -49,6 +49,7 @@ FULLSET=(
   "resnet50|--model resnet50|"
   "mobilenet_v3_large|--model mobilenet_v3_large|"
   "bert_base|--model bert_base|"
+  "bert_base_dynamic|--model bert_base --dynamic-batch --data-dim batch=1 --data-dim sequence=128|"
 )
 
 if [ "$FULL" = 1 ]; then
