@@ -31,6 +31,7 @@ typedef struct gcase {
     bool c_interleaved;           /* C items side by side in one wide row (attention heads) */
     float alpha, beta;
     const af_epilogue *epi;
+    af_gemm_order order;          /* the tile sweep; AUTO: the library's rule */
 } gcase;
 
 /* Operand buffers of one case, laid out as the case describes. */
@@ -134,7 +135,7 @@ static af_status run_ours(const gcase *c, gbufs *g, af_isa isa, af_threadpool *p
     d.A = g->A, d.lda = g->lda, d.stride_a = g->sa, d.trans_a = c->trans_a;
     d.B = g->B, d.ldb = g->ldb, d.stride_b = g->sb, d.trans_b = c->trans_b;
     d.C = g->C, d.ldc = g->ldc, d.stride_c = g->sc;
-    d.alpha = c->alpha, d.beta = c->beta, d.epilogue = c->epi;
+    d.alpha = c->alpha, d.beta = c->beta, d.epilogue = c->epi, d.order = c->order;
     af_status st = AF_OK;
     if (c->pack_a && c->K > 0)
         st = af_gemm_pack_a(isa, g->sa ? c->batch : 1, c->M, c->K, g->A, g->lda, c->trans_a, g->sa, &pa);
@@ -377,7 +378,7 @@ AF_TEST(gemm_threads_and_packing_bit_identical) {
     af_threadpool_free(pools[2]);
 }
 
-/* The two tile orders (sweep_rows_outer / sweep_cols_outer, AF_GEMM_ORDER forces one) run the
+/* The two tile orders (sweep_rows_outer / sweep_cols_outer, the desc's order forces one) run the
  * same microkernel calls in another order: the results must be the same bits, and right, with the
  * residual and an after-store step, B read in place, packed (transposed) and with a tail panel. */
 AF_TEST(gemm_row_and_column_sweeps_bit_identical) {
@@ -392,7 +393,6 @@ AF_TEST(gemm_row_and_column_sweeps_bit_identical) {
     CHECK(af_epilogue_unary(&e, AF_EPI_GELU_ERF, 0, 0) == AF_OK); /* applied after the store */
     af_threadpool *pool = NULL;
     CHECK(af_threadpool_create(2, &pool) == AF_OK);
-    const char *saved = getenv("AF_GEMM_ORDER");
     static const int64_t ks[] = {16, 64, 128, 300};
     for (int ki = 0; ki < 4; ki++)
         for (int v = 0; v < 8; v++) {
@@ -409,11 +409,11 @@ AF_TEST(gemm_row_and_column_sweeps_bit_identical) {
             for (int isa = 0; rows && isa < n_isas(); isa++)
                 for (int t = 0; t < 2; t++) {
                     af_threadpool *p = t ? pool : NULL;
-                    setenv("AF_GEMM_ORDER", "rows", 1);
+                    c.order = AF_GEMM_ORDER_ROWS;
                     CHECK(run_ours(&c, &g, (af_isa)isa, p) == AF_OK);
                     compare(&c, &g, (af_isa)isa, __LINE__);
                     memcpy(rows, g.C, g.nc * sizeof(float));
-                    setenv("AF_GEMM_ORDER", "cols", 1);
+                    c.order = AF_GEMM_ORDER_COLS;
                     CHECK(run_ours(&c, &g, (af_isa)isa, p) == AF_OK);
                     if (memcmp(rows, g.C, g.nc * sizeof(float)) != 0)
                         af_test_fail(__FILE__, __LINE__, "%s K %d case %d, %d threads: row sweep differs from column sweep",
@@ -422,8 +422,6 @@ AF_TEST(gemm_row_and_column_sweeps_bit_identical) {
             af_free(rows);
             free_bufs(&g);
         }
-    if (saved) setenv("AF_GEMM_ORDER", saved, 1);
-    else unsetenv("AF_GEMM_ORDER");
     af_threadpool_free(pool);
 }
 
@@ -631,7 +629,9 @@ AF_TEST(gemm_invalid_arguments_and_oom) {
     CHECK(af_sgemm(&d, NULL) == AF_ERR_INVALID_ARGUMENT);
     d.B = b, d.M = -1;
     CHECK(af_sgemm(&d, NULL) == AF_ERR_INVALID_ARGUMENT);
-    d.M = 4;
+    d.M = 4, d.order = (af_gemm_order)3; /* no such sweep order */
+    CHECK(af_sgemm(&d, NULL) == AF_ERR_INVALID_ARGUMENT);
+    d.order = AF_GEMM_ORDER_AUTO;
     /* A workspace that is too small is refused; none at all is allocated internally. */
     d.workspace = c, d.workspace_size = 4;
     CHECK(af_sgemm(&d, NULL) == AF_ERR_INVALID_ARGUMENT);

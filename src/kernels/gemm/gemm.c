@@ -3,6 +3,7 @@
 #include "kernels/gemm/gemm.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,12 +209,23 @@ static void choose_tasks(gemm_run *r, int n_threads) {
  * lines demand misses. 1x1 convs with K <= 128, ResNet-50 layer1 conv3 + residual + ReLU (K = 64):
  * 1.41 -> 1.24 ms per layer; MobileNetV3-L at 1 thread 2% faster (alternating runs in one
  * process). With K = 256 (ResNet-50's conv1 layers) the row sweep, whose B panels then come from
- * L2, was 0.1 ms slower per layer. AF_GEMM_ORDER=rows|cols in the environment forces an order
- * (for A/B measurements and the test that both give the same bits). */
+ * L2, was 0.1 ms slower per layer. The desc's order forces one (the test that both give the same
+ * bits); so does AF_GEMM_ORDER=rows|cols in the environment, read once per process (for A/B
+ * measurements of whole models). */
+static af_gemm_order env_order(void) {
+    static atomic_int cached = -1; /* every thread reads the same environment: a race stores the same */
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("AF_GEMM_ORDER");
+        v = e && !strcmp(e, "cols") ? AF_GEMM_ORDER_COLS : e && !strcmp(e, "rows") ? AF_GEMM_ORDER_ROWS : AF_GEMM_ORDER_AUTO;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return (af_gemm_order)v;
+}
+
 static bool choose_order(const gemm_run *r) {
-    const char *e = getenv("AF_GEMM_ORDER");
-    if (e && !strcmp(e, "cols")) return false;
-    if (e && !strcmp(e, "rows")) return true;
+    const af_gemm_order o = r->d->order != AF_GEMM_ORDER_AUTO ? r->d->order : env_order();
+    if (o != AF_GEMM_ORDER_AUTO) return o == AF_GEMM_ORDER_ROWS;
     return !r->d->packed_b && r->tm > r->cfg->mr && r->tn > r->cfg->nr && r->bl.kc <= 128;
 }
 
@@ -396,15 +408,14 @@ static void sweep_cols_outer(const block_ctx *x) {
          * are strided (the kernel spreads those prefetches over its k loop). */
         const float *pf = bp;
         int64_t pf_ld = 0;
-        if (d->packed_b && more) {
-            pf = bp + x->b_ps; /* the next panel is K * NR floats away: no hardware stream */
-            pf_ld = NR;
-        } else if (b_in_place(x, nr) && more) {
-            pf = x->b_src + jr + NR;
-            pf_ld = d->ldb;
-        } else if (x->b_src && !b_in_place(x, nr) && x->pack_b) {
-            pack_b_panel(x, jr, nr);
-            if (more && !d->trans_b) {
+        if (d->packed_b) {
+            if (more) {
+                pf = bp + x->b_ps; /* the next panel is K * NR floats away: no hardware stream */
+                pf_ld = NR;
+            }
+        } else {
+            if (!b_in_place(x, nr) && x->pack_b) pack_b_panel(x, jr, nr);
+            if (more && !d->trans_b) { /* the next panel's rows, read in place or packed */
                 pf = x->b_src + jr + NR;
                 pf_ld = d->ldb;
             }
@@ -580,7 +591,8 @@ static bool packed_ok(const af_gemm_packed *p, bool is_b, af_isa isa, int64_t ro
 }
 
 static af_status check_desc(const af_gemm_desc *d, af_isa isa) {
-    if (!d || d->M < 0 || d->N < 0 || d->K < 0 || d->batch < 0) return AF_ERR_INVALID_ARGUMENT;
+    if (!d || d->M < 0 || d->N < 0 || d->K < 0 || d->batch < 0 || (unsigned)d->order > AF_GEMM_ORDER_ROWS)
+        return AF_ERR_INVALID_ARGUMENT;
     if (d->M == 0 || d->N == 0 || d->batch == 0) return AF_OK;
     if (!d->C || d->ldc < d->N || d->stride_c < 0) return AF_ERR_INVALID_ARGUMENT;
     if (d->K == 0) return AF_OK;

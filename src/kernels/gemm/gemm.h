@@ -68,6 +68,10 @@ void af_gemm_packed_free(af_gemm_packed *p);
 /* Bytes the packed copy holds (for the memory report). */
 size_t af_gemm_packed_bytes(const af_gemm_packed *p);
 
+/* The order in which a GEMM's tiles sweep a cache block (gemm.c, choose_order). AUTO follows the
+ * measured rule; the others force one (the test that both give the same bits). */
+typedef enum af_gemm_order { AF_GEMM_ORDER_AUTO, AF_GEMM_ORDER_COLS, AF_GEMM_ORDER_ROWS } af_gemm_order;
+
 typedef struct af_gemm_desc {
     int64_t M, N, K;           /* K may be 0: the product is 0 */
     int64_t batch;             /* >= 1 */
@@ -91,6 +95,7 @@ typedef struct af_gemm_desc {
                                   thread count (any alignment; 64 bytes is best); NULL: af_sgemm
                                   allocates and frees it itself, the slow path */
     size_t workspace_size;
+    af_gemm_order order;       /* AUTO (0) unless forcing a sweep order */
 } af_gemm_desc;
 
 /* batch 1, alpha 1, beta 0, everything else 0/NULL, isa = af_cpu_isa(). */
