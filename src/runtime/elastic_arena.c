@@ -35,7 +35,7 @@ af_status af_elastic_arena_begin(af_elastic_arena *ea, const af_graph *g, const 
 }
 
 af_status af_elastic_arena_update(af_elastic_arena *ea, const af_graph *g, const af_plan_state *ps, af_error *err) {
-    if (!ea->outgrown || ps->shape_elasticity < 0) return AF_OK;
+    if (!ea->outgrown) return AF_OK;
     size_t *hint = af_calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *hint);
     if (!hint) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory for the elastic arena");
     /* A slot keeps what a value took before too: sizes that alternate never replan twice. */
