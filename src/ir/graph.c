@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "ir/tensor.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -199,4 +200,11 @@ const af_value *af_graph_const_value(const af_graph *g, int v) {
         g = g->parent;
     }
     return g && v >= 0 && v < g->n_values && g->values[v].kind == AF_VALUE_CONST ? &g->values[v] : NULL;
+}
+
+bool af_graph_const_i64(const af_graph *g, int v, int64_t *out) {
+    const af_value *c = af_graph_const_value(g, v);
+    if (!c || c->t.dtype != AF_DTYPE_INT64 || !c->t.data || af_tensor_numel(&c->t) != 1) return false;
+    *out = ((const int64_t *)c->t.data)[0];
+    return true;
 }

@@ -106,6 +106,8 @@ int af_graph_find_value(const af_graph *g, const char *name);
  * NULL. Its data may be NULL (weights released after packing). Lets a Loop body's MatMul read
  * the enclosing graph's weight as a weight. */
 const af_value *af_graph_const_value(const af_graph *g, int v);
+/* Whether v is (or captures) a one-element int64 constant with data; its value in *out. */
+bool af_graph_const_i64(const af_graph *g, int v, int64_t *out);
 /* Appends a node with no inputs/outputs/attrs; returns its index or -1. */
 int af_graph_add_node(af_graph *g, const char *name, const char *op_type, const char *domain,
                       af_error *err);

@@ -59,11 +59,10 @@ static const af_node *producer(const af_graph *g, int v) {
     return v >= 0 && g->values[v].producer >= 0 ? &g->nodes[g->values[v].producer] : NULL;
 }
 
-/* The int64 value of a one-element constant, or -1. */
+/* The value of a one-element int64 constant when it is not negative, else -1. */
 static int64_t const_i64(const af_graph *g, int v) {
-    const af_value *c = af_graph_const_value(g, v);
-    if (!c || c->t.dtype != AF_DTYPE_INT64 || !c->t.data || af_tensor_numel(&c->t) != 1) return -1;
-    return ((const int64_t *)c->t.data)[0];
+    int64_t x;
+    return af_graph_const_i64(g, v, &x) && x >= 0 ? x : -1;
 }
 
 /* Whether piece v of a shape is dimension k of x, as exporters write it for a dynamic batch or

@@ -35,9 +35,7 @@ static bool mean_last_axis(const af_graph *g, const af_node *n) {
     if (n_axes == 1) {
         axis = axes[0];
     } else if (n_axes <= 0 && n->n_inputs > 1) { /* opset 18: axes as an input */
-        const af_value *a = af_graph_const_value(g, n->inputs[1]);
-        if (!a || a->t.dtype != AF_DTYPE_INT64 || af_tensor_numel(&a->t) != 1) return false;
-        axis = ((const int64_t *)a->t.data)[0];
+        if (!af_graph_const_i64(g, n->inputs[1], &axis)) return false;
     } else {
         return false;
     }
