@@ -33,6 +33,29 @@ const char *af_test_dir(void) {
     return d && *d ? d : "tests";
 }
 
+af_model *af_test_fixture(const char *name) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/models/%s/model.onnx", af_test_dir(), name);
+    af_model *m = NULL;
+    af_error err = {0};
+    if (af_model_load(path, NULL, &m, &err) != AF_OK) af_test_fail(__FILE__, __LINE__, "%s: %s", path, err.message);
+    return m;
+}
+
+af_session *af_test_session(const af_model *m, int level, const char *config_path) {
+    af_session_options o = af_session_options_default();
+    o.fusion_level = level;
+    o.n_threads = 2;
+    o.config_path = config_path;
+    af_session *s = NULL;
+    af_error err = {0};
+    if (af_session_create(m, &o, &s, &err) != AF_OK) {
+        af_test_fail(__FILE__, __LINE__, "session (level %d): %s", level, err.message);
+        s = NULL;
+    }
+    return s;
+}
+
 static int by_name(const void *a, const void *b) {
     return strcmp(((const struct test_entry *)a)->name, ((const struct test_entry *)b)->name);
 }

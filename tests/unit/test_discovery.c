@@ -36,20 +36,6 @@ static af_model *load(ob_model *b) {
     return m;
 }
 
-static af_session *open_session(const af_model *m, int level) {
-    af_session_options o = af_session_options_default();
-    o.fusion_level = level;
-    o.n_threads = 2;
-    af_session *s = NULL;
-    af_error err = {0};
-    if (af_session_create(m, &o, &s, &err) != AF_OK) {
-        printf("  session (level %d): %s\n", level, err.message);
-        s = NULL;
-    }
-    CHECK(s != NULL);
-    return s;
-}
-
 /* The fusion report as one malloc'd string. */
 static char *report(const af_session *s) {
     char *text = NULL;
@@ -110,7 +96,7 @@ AF_TEST(discovery_diamond_is_one_fused_step) {
     ob_output(b, ob_node2(b, "Mul", add, ob_const(b, 1, (int64_t[]){COLS}, c)));
     af_model *m = load(b);
     if (!m) return;
-    af_session *ref = open_session(m, 0), *fused = open_session(m, 3);
+    af_session *ref = af_test_session(m, 0, NULL), *fused = af_test_session(m, 3, NULL);
     if (ref && fused) {
         CHECK_EQ_INT(af_session_n_steps(ref), 5);
         CHECK_EQ_INT(af_session_n_steps(fused), 1);
@@ -144,7 +130,7 @@ AF_TEST(discovery_stops_at_data_movement) {
     ob_output(b, ob_node2(b, "Mul", r, ob_node1(b, "Sigmoid", e)));
     af_model *m = load(b);
     if (!m) return;
-    af_session *ref = open_session(m, 0), *fused = open_session(m, 3);
+    af_session *ref = af_test_session(m, 0, NULL), *fused = af_test_session(m, 3, NULL);
     if (ref && fused) {
         CHECK_EQ_INT(af_session_n_steps(ref), 10);
         CHECK_EQ_INT(af_session_n_steps(fused), 4); /* region, Transpose, Transpose, region */
@@ -173,7 +159,7 @@ AF_TEST(discovery_keeps_paths_through_outside_nodes_out) {
     ob_output(b, ob_node2(b, "Mul", ex, sub));
     af_model *m = load(b);
     if (!m) return;
-    af_session *ref = open_session(m, 0), *fused = open_session(m, 3);
+    af_session *ref = af_test_session(m, 0, NULL), *fused = af_test_session(m, 3, NULL);
     if (ref && fused) {
         char *text = report(fused);
         const char *acc = text ? strstr(text, "\naccepted groups:\n") : NULL;

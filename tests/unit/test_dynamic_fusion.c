@@ -52,19 +52,6 @@ static af_model *batched_model(void) {
     return load(b);
 }
 
-static af_session *session(const af_model *m, int level) {
-    af_session_options o = af_session_options_default();
-    o.fusion_level = level;
-    o.n_threads = 2;
-    af_session *s = NULL;
-    af_error err = {0};
-    if (af_session_create(m, &o, &s, &err) != AF_OK) {
-        af_test_fail(__FILE__, __LINE__, "session: %s", err.message);
-        return NULL;
-    }
-    return s;
-}
-
 /* Runs both sessions on random inputs of the given shapes; the outputs must agree. */
 static void compare_runs(af_session *fused, af_session *plain, int n_in, const int64_t (*dims)[3]) {
     af_tensor in[3];
@@ -97,7 +84,8 @@ AF_TEST(dynamic_matmul_epilogue_fuses_and_matches_unfused) {
         af_model_free(bat);
         return;
     }
-    af_session *lf = session(lin, 3), *lp = session(lin, 0), *bf = session(bat, 3), *bp = session(bat, 0);
+    af_session *lf = af_test_session(lin, 3, NULL), *lp = af_test_session(lin, 0, NULL), *bf = af_test_session(bat, 3, NULL),
+               *bp = af_test_session(bat, 0, NULL);
     if (lf && lp && bf && bp) {
         /* MatMul + bias + Relu + residual become one step; likewise MatMul + residual. */
         CHECK_EQ_INT(af_session_n_steps(lf), 1);
@@ -139,16 +127,6 @@ static af_model *two_layer_model(void) {
     return load(b);
 }
 
-static af_session *session_with_config(const af_model *m, int level, const char *config_path) {
-    af_session_options o = af_session_options_default();
-    o.fusion_level = level;
-    o.config_path = config_path;
-    af_session *s = NULL;
-    af_error err = {0};
-    if (af_session_create(m, &o, &s, &err) != AF_OK) af_test_fail(__FILE__, __LINE__, "session: %s", err.message);
-    return s;
-}
-
 AF_TEST(dynamic_elastic_arena_replans_only_beyond_the_elasticity) {
     af_model *m = two_layer_model();
     CHECK(m != NULL);
@@ -162,8 +140,8 @@ AF_TEST(dynamic_elastic_arena_replans_only_beyond_the_elasticity) {
         fclose(f);
     }
     for (int level = 0; level <= 3; level += 3) {
-        af_session *s = session_with_config(m, level, NULL), *tight = session_with_config(m, level, path);
-        af_session *ref = session(m, 0);
+        af_session *s = af_test_session(m, level, NULL), *tight = af_test_session(m, level, path);
+        af_session *ref = af_test_session(m, 0, NULL);
         if (s && tight && ref) {
             /* rows (batch x sequence) per run, and the replans expected after it at elasticity
              * 0.25 (the default) and 0 */
@@ -198,12 +176,9 @@ AF_TEST(dynamic_elastic_arena_replans_only_beyond_the_elasticity) {
  * last Reshape, whose target reads Shape of the merged heads) and the fused session gives the
  * unfused one's outputs at two sequence lengths. */
 AF_TEST(dynamic_bert_attention_fuses_and_matches_unfused) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/bert_tiny_dynamic/model.onnx", af_test_dir());
-    af_model *m = NULL;
-    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
+    af_model *m = af_test_fixture("bert_tiny_dynamic");
     if (!m) return;
-    af_session *fused = session(m, 3), *plain = session(m, 0);
+    af_session *fused = af_test_session(m, 3, NULL), *plain = af_test_session(m, 0, NULL);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);

@@ -65,9 +65,7 @@ static af_status run(af_session *s, int n_in, const char *const *names, const af
 static void check_fixture(const fixture *fx, const char *cfg_path) {
     char dir[1024], path[1100];
     snprintf(dir, sizeof dir, "%s/models/%s", af_test_dir(), fx->name);
-    snprintf(path, sizeof path, "%s/model.onnx", dir);
-    af_model *m = NULL;
-    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
+    af_model *m = af_test_fixture(fx->name);
     if (!m) return;
     af_tensor in[4] = {{0}};
     char *names[4] = {0};

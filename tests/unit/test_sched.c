@@ -223,10 +223,7 @@ AF_TEST(sched_fused_attention_matches_unfused_on_bert) {
  * piece taken from dim 1 of the projection instead of dim 0 (a [S,S,H,D] target, which torch
  * never writes but a graph may), the dynamic blocks are refused. */
 AF_TEST(sched_dynamic_head_split_needs_batch_then_sequence) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/models/bert_tiny_dynamic/model.onnx", af_test_dir());
-    af_model *m = NULL;
-    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
+    af_model *m = af_test_fixture("bert_tiny_dynamic");
     if (!m) return;
     af_graph *g = m->graph;
     int changed = 0;
@@ -261,10 +258,7 @@ AF_TEST(sched_dynamic_head_split_needs_batch_then_sequence) {
  * in its place, and its reason says why that group is out (the scheduler could not build it, or
  * the verify mode's numeric check backed it out); with no_second_chance it stays out. */
 AF_TEST(sched_second_chance_says_why_the_group_it_replaces_is_out) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/models/resnet_small/model.onnx", af_test_dir());
-    af_model *m = NULL;
-    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
+    af_model *m = af_test_fixture("resnet_small");
     if (!m) return;
     const af_graph *g = m->graph;
     af_fusion_candidates chain = {0};

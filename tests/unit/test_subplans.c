@@ -14,16 +14,8 @@
 #include "unit.h"
 #include "util/limits.h"
 
-static af_model *load_fixture(void) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/loop_refine/model.onnx", af_test_dir());
-    af_model *m = NULL;
-    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
-    return m;
-}
-
 AF_TEST(subplans_fuse_loop_body_under_temporal) {
-    af_model *m = load_fixture();
+    af_model *m = af_test_fixture("loop_refine");
     if (!m) return;
     const af_limits lim = af_limits_default();
     for (int level = 0; level <= 3; level += 3) {
@@ -67,7 +59,7 @@ static void run(af_session *s, const float *x, int64_t steps, float *out, int64_
 }
 
 AF_TEST(subplans_loop_outputs_match_reference_kernels) {
-    af_model *m = load_fixture();
+    af_model *m = af_test_fixture("loop_refine");
     if (!m) return;
     af_session_options fo = af_session_options_default(), ro = af_session_options_default();
     fo.n_threads = 2;

@@ -28,14 +28,6 @@ static void exact_config(af_fusion_config *cfg, bool verify) {
     cfg->verify_atol = 0;
 }
 
-static af_model *load_bert_tiny(void) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/models/bert_tiny/model.onnx", af_test_dir());
-    af_model *m = NULL;
-    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
-    return m;
-}
-
 /* Every fused step of the plan belongs to an accepted, verified candidate, and every accepted
  * candidate has its step; returns the number of fused steps. */
 static int check_plan_verified(const af_exec_plan *plan, const af_fusion_candidates *cs) {
@@ -67,7 +59,7 @@ static void check_plan_exact(const af_graph *g, const af_exec_plan *plan, af_fus
 /* One round only, so the rounds run out with groups still failing (bert_tiny at tolerance 0 needs
  * two: the first backs out groups, a second checks the candidates revived in their place). */
 AF_TEST(verify_rounds_run_out_final_plan_holds_only_verified_groups) {
-    af_model *m = load_bert_tiny();
+    af_model *m = af_test_fixture("bert_tiny");
     if (!m) return;
     const af_graph *g = m->graph;
     af_fusion_config cfg;
@@ -111,7 +103,7 @@ AF_TEST(verify_rounds_run_out_final_plan_holds_only_verified_groups) {
 /* All rounds, as a session runs them: a candidate revived in place of a backed-out group says so,
  * and was itself checked in a later round. */
 AF_TEST(verify_revived_groups_are_checked_and_say_the_numeric_check_backed_out) {
-    af_model *m = load_bert_tiny();
+    af_model *m = af_test_fixture("bert_tiny");
     if (!m) return;
     const af_graph *g = m->graph;
     af_fusion_config cfg;

@@ -12,12 +12,19 @@
 
 #include <stdio.h>
 
+#include "autofusion.h"
+
 typedef void (*af_test_fn)(void);
 void af_test_register(const char *name, af_test_fn fn);
 /* Records a failed check; tests continue so one run shows every failure. */
 void af_test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Folder of the source tree's tests/ (for fixtures), from AF_TEST_DIR or "tests". */
 const char *af_test_dir(void);
+/* The model of fixture `name` (tests/models/NAME/model.onnx), or NULL with a failure recorded. */
+af_model *af_test_fixture(const char *name);
+/* A session at fusion level `level` (-1: the config's) on 2 threads with config_path (NULL: the
+ * defaults), or NULL with a failure recorded. */
+af_session *af_test_session(const af_model *m, int level, const char *config_path);
 
 #define AF_TEST(name)                                                                              \
     static void test_##name(void);                                                                 \
