@@ -123,6 +123,10 @@ float af_node_attr_float(const af_node *n, const char *name, float def);
 const char *af_node_attr_string(const af_node *n, const char *name, const char *def);
 /* Number of ints and *out pointing at them, or -1 when absent. */
 int af_node_attr_ints(const af_node *n, const char *name, const int64_t **out);
+
+/* FLOPs of one node from static shapes (0 where a shape is unknown); multiply-adds count as two,
+ * a convolution as its direct form whatever algorithm runs it, other ops one per output element. */
+double af_node_flops(const af_graph *g, const af_node *n);
 int af_node_attr_floats(const af_node *n, const char *name, const float **out);
 
 /* Sorts nodes topologically (stable); fails naming a node on a cycle. Recomputes producers. */

@@ -34,8 +34,7 @@ af_status af_model_output_info(const af_model *m, int i, af_value_info *info) {
     return AF_OK;
 }
 
-/* FLOPs of one node from static shapes; multiply-adds count as two. */
-static double node_flops(const af_graph *g, const af_node *n) {
+double af_node_flops(const af_graph *g, const af_node *n) {
     const af_tensor *y = n->n_outputs > 0 && n->outputs[0] >= 0 ? &g->values[n->outputs[0]].t : NULL;
     const af_tensor *x = n->n_inputs > 0 && n->inputs[0] >= 0 ? &g->values[n->inputs[0]].t : NULL;
     const af_tensor *w = n->n_inputs > 1 && n->inputs[1] >= 0 ? &g->values[n->inputs[1]].t : NULL;
@@ -76,7 +75,7 @@ void af_model_get_stats(const af_model *m, af_model_stats *st) {
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const af_node *n = &g->nodes[i];
-        st->flops += node_flops(g, n);
+        st->flops += af_node_flops(g, n);
         const char *name = af_op_info(n->op) ? af_op_info(n->op)->name : n->op_type;
         int k = 0;
         while (k < st->n_op_types && strcmp(st->op_types[k], name) != 0) k++;

@@ -8,6 +8,7 @@
 typedef struct {
     char key[80];
     double ms;
+    double flops; /* of its contractions, per run */
     int steps;
 } profile_row;
 
@@ -22,16 +23,41 @@ static void step_key(const af_graph *g, const af_step *s, char *key, size_t n) {
     else snprintf(key, n, "%s", g->nodes[s->anchor].op_type);
 }
 
+/* The step's contraction flops (Conv, ConvTranspose, MatMul, Gemm, in their direct form): what
+ * GFLOP/s is reported on. The other ops' "one per element" would make a rate of bytes look like
+ * one of arithmetic. 0: none, or shapes unknown before run time. */
+static double step_flops(const af_graph *g, const af_step *s) {
+    double f = 0;
+    for (int k = 0; k < s->n_nodes; k++) {
+        const af_node *n = &g->nodes[s->nodes[k]];
+        if (n->op == AF_OP_CONV || n->op == AF_OP_CONV_TRANSPOSE || n->op == AF_OP_MAT_MUL || n->op == AF_OP_GEMM)
+            f += af_node_flops(g, n);
+    }
+    return f;
+}
+
+static void write_rate(FILE *out, double flops, double ms) {
+    if (flops > 0 && ms > 0) fprintf(out, " %8.1f", flops / (ms * 1e6));
+    else fprintf(out, " %8s", "-");
+}
+
 void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double *step_ms, int runs, FILE *out) {
     double total = 0;
     for (int i = 0; i < plan->n_steps; i++) total += step_ms[i];
     total /= runs;
+    double flops = 0;
+    for (int i = 0; i < plan->n_steps; i++) flops += step_flops(g, &plan->steps[i]);
     fprintf(out, "profile over %d runs: %.3f ms per run in %d steps\n", runs, total, plan->n_steps);
-    fprintf(out, "%5s %9s %6s  %s\n", "step", "ms/run", "%", "ops");
+    if (flops > 0)
+        fprintf(out, "contractions: %.4g GFLOP per run (direct form), %.1f GFLOP/s over the whole run\n", flops / 1e9,
+                total > 0 ? flops / (total * 1e6) : 0);
+    fprintf(out, "%5s %9s %6s %8s  %s\n", "step", "ms/run", "%", "GFLOP/s", "ops");
     for (int i = 0; i < plan->n_steps; i++) {
         const af_step *s = &plan->steps[i];
         double ms = step_ms[i] / runs;
-        fprintf(out, "%5d %9.4f %5.1f%%  ", i, ms, total > 0 ? 100 * ms / total : 0);
+        fprintf(out, "%5d %9.4f %5.1f%%", i, ms, total > 0 ? 100 * ms / total : 0);
+        write_rate(out, step_flops(g, s), ms);
+        fprintf(out, "  ");
         int shown = s->n_nodes < 6 ? s->n_nodes : 6;
         for (int k = 0; k < shown; k++) fprintf(out, "%s%s", k ? "+" : "", g->nodes[s->nodes[k]].op_type);
         if (shown < s->n_nodes) fprintf(out, "+...(%d ops)", s->n_nodes);
@@ -47,12 +73,15 @@ void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double 
         while (r < n_rows && strcmp(rows[r].key, key) != 0) r++;
         if (r == n_rows) snprintf(rows[n_rows++].key, sizeof rows[r].key, "%s", key);
         rows[r].ms += step_ms[i] / runs;
+        rows[r].flops += step_flops(g, &plan->steps[i]);
         rows[r].steps++;
     }
     qsort(rows, (size_t)n_rows, sizeof *rows, by_time_desc);
-    fprintf(out, "by kind:\n%9s %6s %6s  %s\n", "ms/run", "%", "steps", "kind");
-    for (int r = 0; r < n_rows; r++)
-        fprintf(out, "%9.4f %5.1f%% %6d  %s\n", rows[r].ms, total > 0 ? 100 * rows[r].ms / total : 0, rows[r].steps,
-                rows[r].key);
+    fprintf(out, "by kind:\n%9s %6s %8s %6s  %s\n", "ms/run", "%", "GFLOP/s", "steps", "kind");
+    for (int r = 0; r < n_rows; r++) {
+        fprintf(out, "%9.4f %5.1f%%", rows[r].ms, total > 0 ? 100 * rows[r].ms / total : 0);
+        write_rate(out, rows[r].flops, rows[r].ms);
+        fprintf(out, " %6d  %s\n", rows[r].steps, rows[r].key);
+    }
     af_free(rows);
 }

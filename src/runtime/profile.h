@@ -8,7 +8,10 @@
 #include "runtime/plan.h"
 
 /* step_ms: total wall time per plan step over runs runs. Prints every step, then one line per
- * kind of step (an unfused op type, or "fused:RULE"), largest first, each as ms per run and %. */
+ * kind of step (an unfused op type, or "fused:RULE"), largest first, each as ms per run, % and
+ * the GFLOP/s of its contractions (Conv, ConvTranspose, MatMul, Gemm counted in their direct form,
+ * so a Winograd convolution can show more than the FMA peak; "-" where there are none or their
+ * shapes are known only at run time). */
 void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double *step_ms, int runs, FILE *out);
 
 #endif
