@@ -17,10 +17,16 @@ static int by_time_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+/* The node a step is named by: its anchor, or for an anchor-less group (an elementwise region,
+ * anchor -1) the last of its nodes, which makes the group's output. */
+static const af_node *step_node(const af_graph *g, const af_step *s) {
+    return &g->nodes[s->anchor >= 0 ? s->anchor : s->nodes[s->n_nodes - 1]];
+}
+
 static void step_key(const af_graph *g, const af_step *s, char *key, size_t n) {
     if (s->output >= 0 && s->rule[0]) snprintf(key, n, "fused:%s", s->rule);
-    else if (s->output >= 0) snprintf(key, n, "fused:%s", g->nodes[s->anchor].op_type);
-    else snprintf(key, n, "%s", g->nodes[s->anchor].op_type);
+    else if (s->output >= 0) snprintf(key, n, "fused:%s", step_node(g, s)->op_type);
+    else snprintf(key, n, "%s", step_node(g, s)->op_type);
 }
 
 /* The step's contraction flops (Conv, ConvTranspose, MatMul, Gemm, in their direct form): what
@@ -61,7 +67,8 @@ void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double 
         int shown = s->n_nodes < 6 ? s->n_nodes : 6;
         for (int k = 0; k < shown; k++) fprintf(out, "%s%s", k ? "+" : "", g->nodes[s->nodes[k]].op_type);
         if (shown < s->n_nodes) fprintf(out, "+...(%d ops)", s->n_nodes);
-        fprintf(out, " '%s'\n", g->nodes[s->anchor].name);
+        fprintf(out, " '%s' [%s]\n", step_node(g, s)->name,
+                s->kernel.run && s->kernel.name ? s->kernel.name : "reference");
     }
     profile_row *rows = af_calloc((size_t)(plan->n_steps ? plan->n_steps : 1), sizeof *rows);
     if (!rows) return;

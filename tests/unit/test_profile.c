@@ -1,0 +1,74 @@
+/* The perf analyzer's report (af_session_profile_write) on a real fused plan: every step named by a
+ * node of its own (an anchor-less elementwise region too, whose anchor is -1), its kernel, and
+ * GFLOP/s on the steps with contractions, summing to the run's total. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autofusion.h"
+#include "unit.h"
+
+static char *profile_text(const af_session *s) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return NULL;
+    af_session_profile_write(s, f);
+    fclose(f);
+    return text;
+}
+
+AF_TEST(profile_names_every_step_and_rates_contractions) {
+    af_model *m = af_test_fixture("bert_tiny");
+    if (!m) return;
+    af_session *s = af_test_session(m, 3, NULL);
+    af_tensor in[3] = {{0}};
+    char *names[3] = {0};
+    char path[1024];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/models/bert_tiny/test_data_set_0/input_%d.pb", af_test_dir(), i);
+        CHECK(af_tensor_read_pb(path, &in[i], &names[i], NULL) == AF_OK);
+    }
+    af_error err;
+    if (s && in[2].data) {
+        CHECK_EQ_INT(af_session_set_profiling(s, 1, &err), AF_OK);
+        CHECK_EQ_INT(af_session_run(s, 3, (const char *const *)names, in, &err), AF_OK);
+        char *text = profile_text(s);
+        CHECK(text != NULL);
+        if (text) {
+            /* The mask's Cast+Sub+Mul is one discovered region: named by its last node. */
+            CHECK(strstr(text, "Cast+Sub+Mul '/Mul' [fused_elementwise_region]") != NULL);
+            CHECK(strstr(text, "(null)") == NULL);
+            double total = 0, sum = 0;
+            const char *c = strstr(text, "contractions: ");
+            CHECK(c != NULL);
+            if (c) total = atof(c + strlen("contractions: "));
+            char *kinds = strstr(text, "by kind:"); /* the per-step lines end there */
+            CHECK(kinds != NULL);
+            if (kinds) *kinds = '\0';
+            int rated = 0, steps = 0;
+            for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+                int step;
+                double ms, pct, rate;
+                char rest[16];
+                if (sscanf(line, "%d %lf %lf%% %15s", &step, &ms, &pct, rest) != 4) continue;
+                steps++;
+                if (sscanf(rest, "%lf", &rate) == 1) {
+                    sum += rate * ms / 1000.0; /* GFLOP/s x ms = MFLOP; GFLOP as the total */
+                    rated++;
+                }
+            }
+            CHECK_EQ_INT(steps, af_session_n_steps(s));
+            CHECK(rated > 0 && rated < steps);
+            CHECK(total > 0);
+            CHECK_NEAR(sum, total, 0, 0.02); /* the rates are printed to 0.1 GFLOP/s */
+            free(text);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        af_tensor_free_data(&in[i]);
+        free(names[i]);
+    }
+    af_session_free(s);
+    af_model_free(m);
+}
