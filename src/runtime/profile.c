@@ -42,9 +42,45 @@ static double step_flops(const af_graph *g, const af_step *s) {
     return f;
 }
 
+static const char *kernel_name(const af_step *s) {
+    return s->kernel.run && s->kernel.name ? s->kernel.name : "reference";
+}
+
 static void write_rate(FILE *out, double flops, double ms) {
     if (flops > 0 && ms > 0) fprintf(out, " %8.1f", flops / (ms * 1e6));
     else fprintf(out, " %8s", "-");
+}
+
+static void kernel_key(const af_graph *g, const af_step *s, char *key, size_t n) {
+    (void)g;
+    snprintf(key, n, "%s", kernel_name(s));
+}
+
+/* One line per distinct key (a kind of step, or a kernel), largest total first. */
+static void write_groups(const af_graph *g, const af_exec_plan *plan, const double *step_ms, int runs, double total,
+                         const char *what, void (*key_of)(const af_graph *, const af_step *, char *, size_t),
+                         FILE *out) {
+    profile_row *rows = af_calloc((size_t)(plan->n_steps ? plan->n_steps : 1), sizeof *rows);
+    if (!rows) return;
+    int n_rows = 0;
+    for (int i = 0; i < plan->n_steps; i++) {
+        char key[80];
+        key_of(g, &plan->steps[i], key, sizeof key);
+        int r = 0;
+        while (r < n_rows && strcmp(rows[r].key, key) != 0) r++;
+        if (r == n_rows) snprintf(rows[n_rows++].key, sizeof rows[r].key, "%s", key);
+        rows[r].ms += step_ms[i] / runs;
+        rows[r].flops += step_flops(g, &plan->steps[i]);
+        rows[r].steps++;
+    }
+    qsort(rows, (size_t)n_rows, sizeof *rows, by_time_desc);
+    fprintf(out, "by %s:\n%9s %6s %8s %6s  %s\n", what, "ms/run", "%", "GFLOP/s", "steps", what);
+    for (int r = 0; r < n_rows; r++) {
+        fprintf(out, "%9.4f %5.1f%%", rows[r].ms, total > 0 ? 100 * rows[r].ms / total : 0);
+        write_rate(out, rows[r].flops, rows[r].ms);
+        fprintf(out, " %6d  %s\n", rows[r].steps, rows[r].key);
+    }
+    af_free(rows);
 }
 
 void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double *step_ms, int runs, FILE *out) {
@@ -67,28 +103,8 @@ void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double 
         int shown = s->n_nodes < 6 ? s->n_nodes : 6;
         for (int k = 0; k < shown; k++) fprintf(out, "%s%s", k ? "+" : "", g->nodes[s->nodes[k]].op_type);
         if (shown < s->n_nodes) fprintf(out, "+...(%d ops)", s->n_nodes);
-        fprintf(out, " '%s' [%s]\n", step_node(g, s)->name,
-                s->kernel.run && s->kernel.name ? s->kernel.name : "reference");
+        fprintf(out, " '%s' [%s]\n", step_node(g, s)->name, kernel_name(s));
     }
-    profile_row *rows = af_calloc((size_t)(plan->n_steps ? plan->n_steps : 1), sizeof *rows);
-    if (!rows) return;
-    int n_rows = 0;
-    for (int i = 0; i < plan->n_steps; i++) {
-        char key[80];
-        step_key(g, &plan->steps[i], key, sizeof key);
-        int r = 0;
-        while (r < n_rows && strcmp(rows[r].key, key) != 0) r++;
-        if (r == n_rows) snprintf(rows[n_rows++].key, sizeof rows[r].key, "%s", key);
-        rows[r].ms += step_ms[i] / runs;
-        rows[r].flops += step_flops(g, &plan->steps[i]);
-        rows[r].steps++;
-    }
-    qsort(rows, (size_t)n_rows, sizeof *rows, by_time_desc);
-    fprintf(out, "by kind:\n%9s %6s %8s %6s  %s\n", "ms/run", "%", "GFLOP/s", "steps", "kind");
-    for (int r = 0; r < n_rows; r++) {
-        fprintf(out, "%9.4f %5.1f%%", rows[r].ms, total > 0 ? 100 * rows[r].ms / total : 0);
-        write_rate(out, rows[r].flops, rows[r].ms);
-        fprintf(out, " %6d  %s\n", rows[r].steps, rows[r].key);
-    }
-    af_free(rows);
+    write_groups(g, plan, step_ms, runs, total, "kind", step_key, out);
+    write_groups(g, plan, step_ms, runs, total, "kernel", kernel_key, out);
 }

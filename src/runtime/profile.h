@@ -7,8 +7,9 @@
 #include "ir/graph.h"
 #include "runtime/plan.h"
 
-/* step_ms: total wall time per plan step over runs runs. Prints every step, then one line per
- * kind of step (an unfused op type, or "fused:RULE"), largest first, each as ms per run, % and
+/* step_ms: total wall time per plan step over runs runs. Prints every step (ops, anchor, kernel),
+ * then one line per kind of step (an unfused op type, or "fused:RULE") and one per kernel, largest
+ * first, each as ms per run, % and
  * the GFLOP/s of its contractions (Conv, ConvTranspose, MatMul, Gemm counted in their direct form,
  * so a Winograd convolution can show more than the FMA peak; "-" where there are none or their
  * shapes are known only at run time). */
