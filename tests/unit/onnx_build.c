@@ -11,6 +11,7 @@
 
 struct ob_model {
     int opset, n_names;
+    const char *prefix; /* of generated names: "" unless ob_prefix set one */
     void **owned;
     int n_owned, cap_owned;
     Onnx__ModelProto model;
@@ -38,8 +39,8 @@ static void *own(ob_model *m, size_t size) {
 }
 
 static char *name(ob_model *m, const char *prefix) {
-    char *s = own(m, 32);
-    snprintf(s, 32, "%s%d", prefix, m->n_names++);
+    char *s = own(m, 48);
+    snprintf(s, 48, "%s%s%d", m->prefix, prefix, m->n_names++);
     return s;
 }
 
@@ -47,6 +48,7 @@ ob_model *ob_new(int opset) {
     ob_model *m = calloc(1, sizeof *m);
     if (!m) abort();
     m->opset = opset;
+    m->prefix = "";
     onnx__model_proto__init(&m->model);
     onnx__graph_proto__init(&m->graph);
     onnx__operator_set_id_proto__init(&m->opset_id);
@@ -75,7 +77,9 @@ void ob_free(ob_model *m) {
     free(m);
 }
 
-static Onnx__ValueInfoProto *value_info(ob_model *m, int side, const char *nm) {
+void ob_prefix(ob_model *m, const char *prefix) { m->prefix = prefix; }
+
+static Onnx__ValueInfoProto *value_info(ob_model *m, int side, const char *nm, int elem_type) {
     size_t k = side ? m->graph.n_output : m->graph.n_input;
     if (k >= OB_MAX_IO) abort();
     Onnx__ValueInfoProto *v = &m->io[side][k];
@@ -87,7 +91,7 @@ static Onnx__ValueInfoProto *value_info(ob_model *m, int side, const char *nm) {
     v->type->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
     v->type->tensor_type = &m->ttypes[side][k];
     v->type->tensor_type->has_elem_type = 1;
-    v->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    v->type->tensor_type->elem_type = elem_type;
     m->io_ptrs[side][k] = v;
     if (side) m->graph.n_output++;
     else m->graph.n_input++;
@@ -95,9 +99,13 @@ static Onnx__ValueInfoProto *value_info(ob_model *m, int side, const char *nm) {
 }
 
 const char *ob_input(ob_model *m, int rank, const int64_t *dims) {
+    return ob_input_of(m, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, rank, dims);
+}
+
+const char *ob_input_of(ob_model *m, int elem_type, int rank, const int64_t *dims) {
     char *nm = name(m, "in");
     size_t k = m->graph.n_input;
-    Onnx__ValueInfoProto *v = value_info(m, 0, nm);
+    Onnx__ValueInfoProto *v = value_info(m, 0, nm, elem_type);
     Onnx__TensorShapeProto *s = &m->shapes[k];
     onnx__tensor_shape_proto__init(s);
     for (int d = 0; d < rank && d < 8; d++) {
@@ -163,8 +171,8 @@ const char *ob_node(ob_model *m, const char *op, int n_in, const char *const *in
     if (k >= OB_MAX_NODES) abort();
     Onnx__NodeProto *n = &m->nodes[k];
     onnx__node_proto__init(n);
-    n->name = own(m, 16);
-    snprintf(n->name, 16, "n%zu", k);
+    n->name = own(m, 32);
+    snprintf(n->name, 32, "%sn%zu", m->prefix, k);
     n->op_type = (char *)op;
     n->domain = "";
     n->n_input = (size_t)n_in;
@@ -220,7 +228,13 @@ void ob_attr_ints(ob_model *m, const char *nm, int n, const int64_t *v) {
     memcpy(a->ints, v, (size_t)n * sizeof *v);
 }
 
-void ob_output(ob_model *m, const char *nm) { value_info(m, 1, nm); }
+void ob_attr_graph(ob_model *m, const char *nm, const ob_model *body) {
+    Onnx__AttributeProto *a = attr(m, nm, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+    a->g = (Onnx__GraphProto *)&body->graph;
+}
+
+void ob_output(ob_model *m, const char *nm) { value_info(m, 1, nm, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT); }
+void ob_output_of(ob_model *m, const char *nm, int elem_type) { value_info(m, 1, nm, elem_type); }
 
 int ob_pack(const ob_model *m, uint8_t **buf, size_t *size) {
     *size = onnx__model_proto__get_packed_size(&m->model);

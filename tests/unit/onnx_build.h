@@ -12,6 +12,15 @@
  *   ob_free(b);
  *
  * Names are generated ("in0", "c3", "t5") and owned by the builder; nodes are named "n<index>".
+ *
+ * A subgraph (a Loop body, an If branch) is a builder of its own with a name prefix, so its names
+ * differ from the enclosing graph's; its nodes may read the enclosing graph's names:
+ *
+ *   ob_model *body = ob_new(13);
+ *   ob_prefix(body, "b_");
+ *   ... ob_input_of(body, OB_INT64, 0, NULL) ... ob_output_of(body, cond, OB_BOOL) ...
+ *   ob_node(b, "Loop", 3, ins);
+ *   ob_attr_graph(b, "body", body);      // body must outlive ob_pack(b, ...)
  */
 #ifndef AF_TESTS_UNIT_ONNX_BUILD_H
 #define AF_TESTS_UNIT_ONNX_BUILD_H
@@ -25,10 +34,16 @@
 
 typedef struct ob_model ob_model;
 
+enum { OB_FLOAT = 1, OB_INT64 = 7, OB_BOOL = 9 }; /* ONNX TensorProto data types */
+
 ob_model *ob_new(int opset);
 void ob_free(ob_model *m);
 /* A float32 graph input of the given shape (a negative dim is the symbolic dim "n"). */
 const char *ob_input(ob_model *m, int rank, const int64_t *dims);
+/* The same of another element type (OB_INT64, OB_BOOL). */
+const char *ob_input_of(ob_model *m, int elem_type, int rank, const int64_t *dims);
+/* Generated names (values and nodes) start with prefix from now on; the string must outlive m. */
+void ob_prefix(ob_model *m, const char *prefix);
 /* A float32 initializer (rank 0: a scalar) holding data (numel values). */
 const char *ob_const(ob_model *m, int rank, const int64_t *dims, const float *data);
 const char *ob_scalar(ob_model *m, float v);
@@ -42,8 +57,11 @@ const char *ob_node2(ob_model *m, const char *op, const char *x, const char *y);
 void ob_attr_f(ob_model *m, const char *name, float v);
 void ob_attr_i(ob_model *m, const char *name, int64_t v);
 void ob_attr_ints(ob_model *m, const char *name, int n, const int64_t *v);
+/* A graph attribute (a Loop's "body", an If's branches) holding body's graph. */
+void ob_attr_graph(ob_model *m, const char *name, const ob_model *body);
 /* Declares `name` a float32 graph output (shape left to the loader's inference). */
 void ob_output(ob_model *m, const char *name);
+void ob_output_of(ob_model *m, const char *name, int elem_type);
 /* Serializes the model; 0 on success. *buf is malloc'd. */
 int ob_pack(const ob_model *m, uint8_t **buf, size_t *size);
 /* Index of the last node added (its name is "n<index>"). */
