@@ -17,30 +17,30 @@ void af_fusion_result_free(af_fusion_result *res) {
 }
 
 af_status af_fusion_verify_plan(const af_graph *g, const af_fusion_config *cfg, af_isa isa, int n_threads,
-                                int max_rounds, af_exec_plan *plan, af_fusion_result *res, af_error *err) {
+                                int max_rounds, struct af_verify_ref *ref, af_exec_plan *plan, af_fusion_result *res,
+                                af_error *err) {
+    double t0 = af_now_ms();
+    af_verify_options vo = {.isa = isa, .rtol = cfg->verify_rtol, .atol = cfg->verify_atol};
+    af_verify_ref seeded;
+    af_status st = AF_OK;
+    if (!ref) { /* one reference run serves every round: the unfused values do not change */
+        st = af_verify_ref_run(g, NULL, NULL, &vo, &seeded, err);
+        ref = &seeded;
+    }
+    if (st == AF_OK && !ref->ran) snprintf(res->verify_note, sizeof res->verify_note, "verify skipped: %s", ref->note);
     /* Back out the groups whose fused result differs, rebuild, and check the new plan too (a
      * second-chance group may have taken a backed-out group's place). */
-    af_status st = AF_OK;
-    int backed_out = 0;
-    for (int round = 0; st == AF_OK && round < max_rounds; round++) {
+    for (int round = 0; st == AF_OK && ref->ran && round < max_rounds; round++) {
         const bool last = round == max_rounds - 1;
-        double t4 = af_now_ms();
-        af_verify_options vo = {.isa = isa, .rtol = cfg->verify_rtol, .atol = cfg->verify_atol};
         af_verify_result vr;
-        st = af_sched_verify(g, &res->candidates, plan, &vo, &vr, err);
-        res->verify_ms += af_now_ms() - t4;
-        if (st != AF_OK) {
-            af_exec_plan_free(plan);
-            break;
-        }
-        backed_out += vr.n_failed;
+        if ((st = af_sched_verify_steps(ref, &res->candidates, plan, &vo, &vr, err)) != AF_OK) break;
+        res->verify_backed_out += vr.n_failed;
         if (vr.n_failed == 0 || last) {
-            if (vr.n_checked == 0 && vr.note[0] && strncmp(vr.note, "verify:", 7) != 0)
-                snprintf(res->verify_note, sizeof res->verify_note, "%s", vr.note); /* skipped, and why */
-            else
-                snprintf(res->verify_note, sizeof res->verify_note,
-                         "verify: %d fused groups backed out (reason \"numeric check\"); the plan's %d fused groups "
-                         "match their unfused ops", backed_out, vr.n_checked - vr.n_failed);
+            /* Each group was checked once before it passed or was backed out. */
+            res->verify_checked = res->verify_backed_out + vr.n_checked - vr.n_failed;
+            snprintf(res->verify_note, sizeof res->verify_note,
+                     "verify: %d fused groups backed out (reason \"numeric check\"); the plan's %d fused groups "
+                     "match their unfused ops", res->verify_backed_out, vr.n_checked - vr.n_failed);
         }
         if (vr.n_failed == 0) break;
         /* The rebuild after the last round has no round to check what it adds, so it adds nothing:
@@ -52,6 +52,9 @@ af_status af_fusion_verify_plan(const af_graph *g, const af_fusion_config *cfg, 
                               .no_second_chance = last ? "not tried in its place: the verify rounds ran out" : NULL};
         st = af_sched_build(g, &res->candidates, &o, plan, err);
     }
+    if (ref == &seeded) af_verify_ref_free(&seeded);
+    if (st != AF_OK) af_exec_plan_free(plan);
+    res->verify_ms += af_now_ms() - t0;
     return st;
 }
 
@@ -87,7 +90,8 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
         res->prepare_ms = st == AF_OK ? plan->prepare_ms : 0;
         res->sched_ms = af_now_ms() - t3 - res->prepare_ms;
     }
-    if (st == AF_OK && cfg->verify) st = af_fusion_verify_plan(g, cfg, isa, n_threads, AF_VERIFY_MAX_ROUNDS, plan, res, err);
+    if (st == AF_OK && cfg->verify)
+        st = af_fusion_verify_plan(g, cfg, isa, n_threads, AF_VERIFY_MAX_ROUNDS, NULL, plan, res, err);
     for (int i = 0; st == AF_OK && cfg->verify && i < plan->n_steps; i++)
         af_weight_release_step(release, &plan->steps[i]);
     if (st != AF_OK) af_fusion_result_free(res);

@@ -27,6 +27,7 @@ typedef struct af_fusion_result {
     double prepare_ms;                    /* preparing the kernels: packing weights, unfused or fused alike */
     double verify_ms;                     /* the verify mode's runs (config "verify"), 0 when off */
     char verify_note[256];                /* its one-line summary, "" when off */
+    int verify_checked, verify_backed_out; /* groups it ran (each once), and of them the ones that differed */
 } af_fusion_result;
 
 /* Builds the plan for cfg->fusion_level (0: the unfused plan). On failure nothing is allocated.
@@ -43,10 +44,14 @@ void af_fusion_result_free(af_fusion_result *res);
  * fused step against its unfused ops, back out the groups that differ, rebuild (a candidate that
  * lost an overlap to a backed-out group may take its place) and check again, at most max_rounds
  * rounds. The rebuild after the last round revives nothing, so every group of the final plan has
- * passed a check (candidate.verified). Fills res->verify_note and verify_ms. On failure the plan is
- * freed. Exposed so tests can run out of rounds. */
+ * passed a check (candidate.verified). ref: the unfused run to check against (a subgraph's, run
+ * inside its enclosing graph's), or NULL for one on seeded inputs; when it did not run, nothing is
+ * checked and the note says why. Fills res->verify_note, verify_checked, verify_backed_out and
+ * verify_ms. On failure the plan is freed. Exposed so tests can run out of rounds. */
+struct af_verify_ref;
 af_status af_fusion_verify_plan(const af_graph *g, const af_fusion_config *cfg, af_isa isa, int n_threads,
-                                int max_rounds, af_exec_plan *plan, af_fusion_result *res, af_error *err);
+                                int max_rounds, struct af_verify_ref *ref, af_exec_plan *plan, af_fusion_result *res,
+                                af_error *err);
 /* The fusion report: each group with its ops, rule, estimated gain; each rejected candidate with
  * the reason; and the time the fusion pass took. */
 void af_fusion_report_write(const af_graph *g, const af_fusion_result *res, FILE *out);

@@ -70,7 +70,7 @@ AF_TEST(verify_rounds_run_out_final_plan_holds_only_verified_groups) {
     CHECK(af_fusion_plan(g, &cfg, af_cpu_isa(), 1, NULL, &plan, &res, &err) == AF_OK);
     int before = 0;
     for (int k = 0; k < res.candidates.n; k++) before += res.candidates.items[k].accepted;
-    CHECK(af_fusion_verify_plan(g, &cfg, af_cpu_isa(), 1, 1, &plan, &res, &err) == AF_OK);
+    CHECK(af_fusion_verify_plan(g, &cfg, af_cpu_isa(), 1, 1, NULL, &plan, &res, &err) == AF_OK);
 
     int backed_out = 0, not_revived = 0, accepted = 0;
     for (int k = 0; k < res.candidates.n; k++) {

@@ -1,9 +1,9 @@
 /*
  * The verify mode (config "verify"): every fused step of a new plan runs once against the unfused
  * plan on the same inputs, and a group whose output differs beyond the tolerance is backed out.
- * The unfused plan runs the whole graph on seeded inputs keeping every value; each fused step
- * then runs alone on those very values, so an error is the group's own, not one carried in from
- * an earlier group.
+ * The unfused plan runs the whole graph on seeded inputs (a subgraph: on the inputs its caller
+ * built) keeping every value; each fused step then runs alone on those very values, so an error is
+ * the group's own, not one carried in from an earlier group.
  */
 #include "fusion/sched/verify.h"
 
@@ -25,14 +25,14 @@ static bool make_inputs(const af_graph *g, af_tensor *in, char *note, size_t not
         int64_t n = af_tensor_numel(&v->t);
         size_t es = af_dtype_size(v->t.dtype);
         if (n < 0 || es == 0 || (size_t)n > VERIFY_MAX_INPUT_BYTES / es) {
-            snprintf(note, note_size, "verify skipped: input '%s' has no static shape of a known type", v->name);
+            snprintf(note, note_size, "input '%s' has no static shape of a known type", v->name);
             return false;
         }
         in[k] = v->t;
         in[k].nbytes = (size_t)n * es;
         in[k].data = af_calloc(in[k].nbytes ? in[k].nbytes : 1, 1);
         if (!in[k].data) {
-            snprintf(note, note_size, "verify skipped: out of memory for inputs");
+            snprintf(note, note_size, "out of memory for inputs");
             return false;
         }
         if (v->t.dtype != AF_DTYPE_FLOAT) continue;
@@ -70,15 +70,17 @@ static af_fusion_candidate *candidate_of(af_fusion_candidates *cands, const af_s
     return NULL;
 }
 
-/* Runs fused step s alone, its inputs taken from the unfused run u; compares with u's output. */
-static af_status check_step(const af_graph *g, const af_exec_plan *fused, int i, af_exec *u, void *workspace,
+/* Runs fused step i alone, its inputs taken from the reference run; compares with its output. */
+static af_status check_step(const af_exec_plan *fused, int i, const af_verify_ref *ref, void *workspace,
                             const af_verify_options *o, bool *ok, double *max_err, af_error *err) {
+    const af_exec *u = &ref->run;
+    const af_graph *g = u->g;
     const af_step *s = &fused->steps[i];
     af_exec_plan one = *fused;
     one.n_steps = 1;
     one.steps = (af_step *)s;
     af_exec f;
-    af_status st = af_exec_init(&f, g, NULL, err);
+    af_status st = af_exec_init(&f, g, u->parent, err); /* a subgraph's captures: the enclosing run's */
     if (st != AF_OK) return st;
     f.plan = &one;
     f.workspace = workspace;
@@ -93,48 +95,70 @@ static af_status check_step(const af_graph *g, const af_exec_plan *fused, int i,
     return st;
 }
 
-af_status af_sched_verify(const af_graph *g, af_fusion_candidates *cands, const af_exec_plan *fused,
-                          const af_verify_options *o, af_verify_result *res, af_error *err) {
-    memset(res, 0, sizeof *res);
-    af_tensor *in = af_calloc((size_t)(g->n_inputs ? g->n_inputs : 1), sizeof *in);
-    if (!in) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory verifying fusions");
+af_status af_verify_ref_run(const af_graph *g, const af_tensor *inputs, af_verify_ref *parent,
+                            const af_verify_options *o, af_verify_ref *ref, af_error *err) {
+    memset(ref, 0, sizeof *ref);
+    if (!inputs) {
+        if (!(ref->seeded = af_calloc((size_t)(g->n_inputs ? g->n_inputs : 1), sizeof *ref->seeded)))
+            return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory verifying fusions");
+        ref->n_seeded = g->n_inputs;
+        if (!make_inputs(g, ref->seeded, ref->note, sizeof ref->note)) return AF_OK;
+        inputs = ref->seeded;
+    }
     af_exec_plan unfused = {0};
-    af_exec u;
-    bool have_u = false;
     void *workspace = NULL;
-    af_status st = AF_OK;
-    if (!make_inputs(g, in, res->note, sizeof res->note)) goto done;
-    if ((st = af_exec_plan_unfused(g, o->isa, 1, false, NULL, &unfused, err)) != AF_OK) goto done;
-    size_t ws = unfused.workspace_bytes > fused->workspace_bytes ? unfused.workspace_bytes : fused->workspace_bytes;
-    if (ws && !(workspace = af_malloc_aligned(ws))) {
+    af_status st = af_exec_plan_unfused(g, o->isa, 1, false, NULL, &unfused, err);
+    if (st == AF_OK && unfused.workspace_bytes && !(workspace = af_malloc_aligned(unfused.workspace_bytes)))
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory verifying fusions");
-        goto done;
+    if (st == AF_OK) st = af_exec_init(&ref->run, g, parent ? &parent->run : NULL, err);
+    if (st == AF_OK) {
+        ref->run.plan = &unfused; /* no lifetimes: every value is kept, on the heap */
+        ref->run.workspace = workspace;
+        ref->run.limits = o->limits;
+        for (int k = 0; k < g->n_inputs; k++) ref->run.env[g->inputs[k]] = inputs[k]; /* views */
+        af_error run_err = {0};
+        st = af_exec_run(&ref->run, &run_err);
+        ref->run.plan = NULL; /* the values do not point into the plan or the workspace */
+        ref->run.workspace = NULL;
+        ref->ran = st == AF_OK;
+        if (st == AF_ERR_OUT_OF_MEMORY) {
+            if (err) *err = run_err;
+        } else if (st != AF_OK) { /* the graph itself fails on these inputs: nothing to compare */
+            snprintf(ref->note, sizeof ref->note, "the unfused run failed on %s inputs: %s",
+                     ref->seeded ? "seeded" : "these", run_err.message);
+            st = AF_OK;
+        }
     }
-    if ((st = af_exec_init(&u, g, NULL, err)) != AF_OK) goto done;
-    have_u = true;
-    u.plan = &unfused;
-    u.workspace = workspace;
-    u.limits = o->limits;
-    for (int k = 0; k < g->n_inputs; k++) u.env[g->inputs[k]] = in[k];
-    if ((st = af_exec_run(&u, err)) == AF_ERR_OUT_OF_MEMORY) goto done;
-    if (st != AF_OK) { /* the graph itself fails on these inputs: nothing to compare */
-        st = AF_OK;
-        snprintf(res->note, sizeof res->note, "verify skipped: the unfused run failed on seeded inputs: %s",
-                 err->message);
-        memset(err, 0, sizeof *err);
-        goto done;
-    }
+    af_free_aligned(workspace);
+    af_exec_plan_free(&unfused);
+    return st;
+}
+
+void af_verify_ref_free(af_verify_ref *ref) {
+    af_exec_release(&ref->run); /* the inputs are views: not owned by the run */
+    for (int k = 0; k < ref->n_seeded; k++) af_free(ref->seeded[k].data);
+    af_free(ref->seeded);
+    memset(ref, 0, sizeof *ref);
+}
+
+af_status af_sched_verify_steps(const af_verify_ref *ref, af_fusion_candidates *cands, const af_exec_plan *fused,
+                                const af_verify_options *o, af_verify_result *res, af_error *err) {
+    memset(res, 0, sizeof *res);
+    void *workspace = NULL;
+    if (fused->workspace_bytes && !(workspace = af_malloc_aligned(fused->workspace_bytes)))
+        return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory verifying fusions");
+    af_status st = AF_OK;
     for (int i = 0; i < fused->n_steps; i++) {
         const af_step *s = &fused->steps[i];
         if (s->output < 0) continue;
         bool ok = false;
         double max_err = 0;
         af_error step_err = {0};
-        af_status sst = check_step(g, fused, i, &u, workspace, o, &ok, &max_err, &step_err);
+        af_status sst = check_step(fused, i, ref, workspace, o, &ok, &max_err, &step_err);
         if (sst == AF_ERR_OUT_OF_MEMORY) {
-            *err = step_err;
+            if (err) *err = step_err;
             st = sst;
-            goto done;
+            break;
         }
         res->n_checked++;
         af_fusion_candidate *c = candidate_of(cands, s);
@@ -149,14 +173,17 @@ af_status af_sched_verify(const af_graph *g, af_fusion_candidates *cands, const 
     }
     snprintf(res->note, sizeof res->note, "verify: %d fused groups checked against their unfused ops, %d backed out",
              res->n_checked, res->n_failed);
-done:
-    if (have_u) {
-        for (int k = 0; k < g->n_inputs; k++) u.env[g->inputs[k]] = (af_tensor){0}; /* ours, freed below */
-        af_exec_release(&u);
-    }
-    for (int k = 0; k < g->n_inputs; k++) af_free(in[k].data);
-    af_free(in);
     af_free_aligned(workspace);
-    af_exec_plan_free(&unfused);
+    return st;
+}
+
+af_status af_sched_verify(const af_graph *g, af_fusion_candidates *cands, const af_exec_plan *fused,
+                          const af_verify_options *o, af_verify_result *res, af_error *err) {
+    memset(res, 0, sizeof *res);
+    af_verify_ref ref;
+    af_status st = af_verify_ref_run(g, NULL, NULL, o, &ref, err);
+    if (st == AF_OK && ref.ran) st = af_sched_verify_steps(&ref, cands, fused, o, res, err);
+    else if (st == AF_OK) snprintf(res->note, sizeof res->note, "verify skipped: %s", ref.note);
+    af_verify_ref_free(&ref);
     return st;
 }
