@@ -30,14 +30,19 @@ static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_wei
     }
     if (rq->fusion_level >= 0) cfg.fusion_level = rq->fusion_level;
     if (rq->reference_kernels) cfg.fusion_level = 0; /* the oracle runs every node as written */
+    /* Verify runs the unfused ops on the weights, for the subgraphs' check too: release after it. */
+    const bool verify = cfg.verify && cfg.fusion_level > 0;
     if (cfg.fusion_level == 0)
         st = af_exec_plan_unfused(g, rq->isa, rq->n_threads, rq->reference_kernels, release, &ps->plan, err);
     else
-        st = af_fusion_plan(g, &cfg, rq->isa, rq->n_threads, release, &ps->plan, &ps->fusion, err);
-    /* Subgraphs are planned alike; verify stays off there: a body cannot run on its own (it
-     * reads its enclosing graph's values). */
+        st = af_fusion_plan(g, &cfg, rq->isa, rq->n_threads, verify ? NULL : release, &ps->plan, &ps->fusion, err);
+    /* Subgraphs are planned alike, but not verified on their own: a body reads its enclosing
+     * graph's values, so af_subplans_verify runs them inside that graph's run. */
     cfg.verify = false;
     if (st == AF_OK) st = af_subplans_build(g, &cfg, rq->isa, rq->n_threads, rq->reference_kernels, &ps->subs, err);
+    if (st == AF_OK && verify) st = af_subplans_verify(g, &cfg, rq->isa, rq->n_threads, &ps->subs, err);
+    for (int i = 0; st == AF_OK && verify && i < ps->plan.n_steps; i++)
+        af_weight_release_step(release, &ps->plan.steps[i]);
     *max_mem = cfg.max_mem_usage;
     ps->shape_elasticity = cfg.shape_elasticity;
     af_fusion_config_free(&cfg);

@@ -92,6 +92,9 @@ grep -q 'numeric check: max error' "$tmp/verify0.txt" && grep -q '^verify: [1-9]
 check "verify backs out groups beyond the tolerance, saying why" $?
 "$AF" run ${M}_bn/model.onnx --config "$tmp/verify0.json" --inputs ${M}_bn/test_data_set_0 >/dev/null 2>&1
 check "a session whose groups were all backed out still runs" $?
+"$AF" fuse tests/models/loop_refine/model.onnx --config "$tmp/verify.json" >"$tmp/verify_loop.txt" 2>&1
+grep -q "^verify (Loop iteration 0, .*): 1 fused groups checked, 0 backed out" "$tmp/verify_loop.txt"
+check "verify checks the fused groups of a Loop body" $?
 printf '{"fusion_levle": 2}' >"$tmp/bad.json"
 "$AF" run $M/model.onnx --config "$tmp/bad.json" >/dev/null 2>"$tmp/err.txt"
 [ $? -ne 0 ] && grep -q 'fusion_levle' "$tmp/err.txt"; check "unknown config key is an error naming it" $?

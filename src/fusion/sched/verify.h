@@ -6,7 +6,7 @@
  * The unfused ops run first, over the whole graph, keeping every value (a reference run); each
  * fused step then runs alone on those values. A top-level graph runs on seeded inputs; a
  * subgraph on inputs its caller builds, reading its captured values from the reference run of
- * the graph that encloses it.
+ * the graph that encloses it (src/runtime/subplans_verify.c).
  *
  *   af_verify_ref ref;
  *   af_verify_ref_run(g, NULL, NULL, &o, &ref, err);     // seeded inputs, no enclosing graph
