@@ -204,7 +204,10 @@ static bool evaluate(const af_graph *g, const af_node *const *nodes, int count, 
             if (v == r) ins[k] = &xt;
             for (int j = 0; j < i; j++)
                 if (nodes[j]->outputs[0] == v) ins[k] = &vals[j];
-            if (!ins[k]) ins[k] = &g->values[v].t; /* a scalar constant */
+            /* else a scalar constant (reads_only checked), maybe captured from an enclosing graph:
+             * the capture's own value has the shape but not the data */
+            if (!ins[k]) ins[k] = constant(g, v);
+            if (!ins[k] || !ins[k]->data) return false;
         }
         vals[i] = (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 1, .dims = {N_SAMPLES}, .data = store[i],
                               .nbytes = sizeof(float) * N_SAMPLES};
