@@ -9,6 +9,7 @@
 
 #include "autofusion.h"
 #include "fusion/config.h"
+#include "fusion/cost/estimate.h"
 #include "ir/graph.h"
 #include "ir/model.h"
 #include "onnx_build.h"
@@ -224,4 +225,25 @@ AF_TEST(subplans_captured_constants_fuse_gelu_epilogue) {
         }
         af_model_free(m);
     }
+}
+
+/* The strategy choice's footprint of a body counts the constants it captures as weights, as the
+ * enclosing graph does: W, b and the three GELU scalars, (16 x 16 + 16 + 3) floats. */
+AF_TEST(subplans_captured_constants_are_body_weights) {
+    af_model *m = captured_gelu_loop(false);
+    if (!m) return;
+    const af_graph *body = NULL;
+    for (int i = 0; i < m->graph->n_nodes; i++)
+        if (m->graph->nodes[i].op == AF_OP_LOOP) body = af_node_attr(&m->graph->nodes[i], "body")->g;
+    af_cost_graph cg;
+    if (body && af_cost_graph_init(&cg, body, NULL) == AF_OK) {
+        double weights = -1, acts = -1;
+        af_cost_footprint(&cg, &weights, &acts);
+        CHECK_NEAR(weights, (CAP_D * CAP_D + CAP_D + 3) * 4.0, 0, 0);
+        CHECK(acts > 0);
+        af_cost_graph_free(&cg);
+    } else {
+        af_test_fail(__FILE__, __LINE__, "no Loop body to cost");
+    }
+    af_model_free(m);
 }

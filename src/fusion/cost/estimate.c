@@ -605,7 +605,9 @@ void af_cost_footprint(const af_cost_graph *cg, double *weight_bytes, double *pe
     for (int v = 0; v < g->n_values; v++) {
         const af_value *val = &g->values[v];
         double b = af_cost_value_bytes(g, v, NULL);
-        if (val->kind == AF_VALUE_CONST || (val->kind == AF_VALUE_INPUT && val->has_default)) {
+        /* A subgraph's capture of an enclosing graph's constant is a weight there too: resident
+         * while the body runs, whichever graph holds it. */
+        if (af_graph_const_value(g, v) || (val->kind == AF_VALUE_INPUT && val->has_default)) {
             weights += b;
             continue;
         }

@@ -107,8 +107,9 @@ double af_cost_gain(const af_group_estimate *e, const af_fusion_config *cfg, con
 #define AF_COST_THRESHOLD_SPAN 0.02
 double af_cost_threshold(const af_fusion_config *cfg);
 
-/* The model's memory footprint for the strategy choice: constant bytes, and the largest sum of
- * activation bytes live at once when every node is its own step. */
+/* The model's memory footprint for the strategy choice: constant bytes (in a subgraph, the
+ * enclosing graphs' constants it captures too), and the largest sum of activation bytes live at
+ * once when every node is its own step. */
 void af_cost_footprint(const af_cost_graph *cg, double *weight_bytes, double *peak_activation_bytes);
 
 /* Bytes of value v's tensor (unknown dims nominal; *nominal set when one was). */
