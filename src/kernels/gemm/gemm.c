@@ -534,7 +534,7 @@ typedef struct gemv_run {
     bool on_b;                /* M == 1 on a packed B (panels of columns); else N == 1 on a packed A */
     int w;                    /* panel width */
     int64_t len;              /* elements of the result: N or M */
-    int64_t per_task, n_tasks; /* panels per task (a multiple of AF_GEMV_PANELS); tasks per item */
+    int64_t per_task, n_tasks; /* panels per task; tasks per item */
 } gemv_run;
 
 static bool gemv_shape(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg) {
@@ -577,11 +577,13 @@ static void run_gemv(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg, af_threa
     gemv_run r = {.d = d, .cfg = cfg, .bl = choose_blocking(cfg, d->K), .on_b = !(d->N == 1 && d->packed_a && !d->packed_b)};
     r.w = r.on_b ? cfg->nr : cfg->mr;
     r.len = r.on_b ? d->N : d->M;
-    const int64_t groups = ceil_div(ceil_div(r.len, r.w), AF_GEMV_PANELS);
+    /* Tasks of whole panels: a squeeze-excite layer of 240 outputs is 8 panels of 32, one kernel
+     * call's worth, which in groups of AF_GEMV_PANELS left a second thread idle. */
+    const int64_t panels = ceil_div(r.len, r.w);
     const int n_threads = af_threadpool_n_threads(pool);
-    r.n_tasks = n_threads > 1 ? min64(groups, (int64_t)TASKS_PER_THREAD * n_threads) : 1;
-    r.per_task = ceil_div(groups, r.n_tasks) * AF_GEMV_PANELS;
-    r.n_tasks = ceil_div(ceil_div(r.len, r.w), r.per_task);
+    r.n_tasks = n_threads > 1 ? min64(panels, (int64_t)TASKS_PER_THREAD * n_threads) : 1;
+    r.per_task = ceil_div(panels, r.n_tasks);
+    r.n_tasks = ceil_div(panels, r.per_task);
     af_threadpool_run(pool, (int)(d->batch * r.n_tasks), gemv_task, &r);
 }
 
