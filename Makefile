@@ -101,12 +101,14 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h fuzz-lib
 
 fuzz: $(FUZZERS)
 
-# Seeds: the robustness corpus (the pathological graphs included) and the model fixtures (under
-# unique names). New inputs the
+# Seeds: the robustness corpus (the pathological graphs included), the model fixtures (under
+# unique names) and tests/fuzz/seeds (small models of each fused-step builder's shapes, and inputs
+# that once crashed; tests/fuzz/make_seeds.py). New inputs the
 # fuzzers find go to $(FUZZ_BUILD)/corpus_*; crashes to $(FUZZ_BUILD)/crash-*.
-$(FUZZ_SEEDS): $(wildcard tests/robustness/*.onnx) $(wildcard tests/models/*/model.onnx)
+$(FUZZ_SEEDS): $(wildcard tests/robustness/*.onnx) $(wildcard tests/models/*/model.onnx) \
+                $(wildcard tests/fuzz/seeds/*.onnx)
 	rm -rf $@ && mkdir -p $@
-	cp tests/robustness/*.onnx $@/
+	cp tests/robustness/*.onnx tests/fuzz/seeds/*.onnx $@/
 	for m in tests/models/*/model.onnx; do cp $$m $@/fixture_$$(basename $$(dirname $$m)).onnx; done
 
 # Bounded run for CI: FUZZ_TIME seconds per harness (default 60).
