@@ -36,13 +36,14 @@ def node(op, ins, out, **attrs):
     return helper.make_node(op, ins, [out], name=out, **attrs)
 
 
-def write(name, nodes, inputs, inits=(), outputs=("y",)):
+def write(name, nodes, inputs, inits=(), outputs=("y",), modulus=4):
     g = helper.make_graph(nodes, name, inputs, [vi(o, None) for o in outputs], list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="make_seeds")
     m.ir_version = 8
     # fuzz_pipeline fuses at level (input size % 4): pad the producer name to reach level 3, where
-    # every family is admitted
-    while len(m.SerializeToString()) % 4 != 3:
+    # every family is admitted. modulus 32: also config 7 of 8 ((size / 4) % 8), which is
+    # hostile_squeeze_excite.json when AF_FUZZ_CONFIG lists tests/fuzz/hostile*.json in sorted order
+    while len(m.SerializeToString()) % modulus != modulus - 1:
         m.producer_name += "_"
     with open(os.path.join(HERE, name + ".onnx"), "wb") as f:
         f.write(m.SerializeToString())
@@ -61,6 +62,12 @@ write("se_hardsigmoid", [node("GlobalAveragePool", ["x"], "p"), node("Conv", ["p
 write("se_sigmoid_no_act", [node("GlobalAveragePool", ["x"], "p"), node("Conv", ["p", "w", "b"], "e"),
                             node("Conv", ["e", "v", "c"], "f"), node("Sigmoid", ["f"], "g"),
                             node("Mul", ["x", "g"], "y")], [X], SE_W)
+# SiLU and HardSwish written out, x * Sigmoid(x) and x * HardSigmoid(x): a gate with no Conv before
+# it, which a squeeze_excite rule may still match; regression inputs for eb7fa4e (the builder read
+# through the missing Conv, se_step.c:55), which they show only under hostile_squeeze_excite.json
+S = vi("x", [1, 4, 3, 3])
+write("silu", [node("Sigmoid", ["x"], "g"), node("Mul", ["g", "x"], "y")], [S], modulus=32)
+write("hardswish_mul", [node("HardSigmoid", ["x"], "g"), node("Mul", ["x", "g"], "y")], [S], modulus=32)
 # an SE whose block input feeds a second branch
 write("se_then_add", [node("GlobalAveragePool", ["x"], "p"), node("Conv", ["p", "w", "b"], "e"),
                       node("Relu", ["e"], "r"), node("Conv", ["r", "v", "c"], "f"),
