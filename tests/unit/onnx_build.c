@@ -242,3 +242,16 @@ int ob_pack(const ob_model *m, uint8_t **buf, size_t *size) {
     if (!*buf) return -1;
     return onnx__model_proto__pack(&m->model, *buf) == *size ? 0 : -1;
 }
+
+af_model *ob_load(const ob_model *m, af_error *err) {
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    af_model *model = NULL;
+    if (ob_pack(m, &buf, &size) != 0) {
+        if (err) snprintf(err->message, sizeof err->message, "the model builder could not serialize the model");
+        return NULL;
+    }
+    if (af_model_load_buffer(buf, size, NULL, NULL, &model, err) != AF_OK) model = NULL;
+    free(buf);
+    return model;
+}

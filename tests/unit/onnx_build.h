@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "autofusion.h"
+
 #define OB_MAX_NODES 64
 #define OB_MAX_INITS 64
 #define OB_MAX_IO 8
@@ -64,6 +66,8 @@ void ob_output(ob_model *m, const char *name);
 void ob_output_of(ob_model *m, const char *name, int elem_type);
 /* Serializes the model; 0 on success. *buf is malloc'd. */
 int ob_pack(const ob_model *m, uint8_t **buf, size_t *size);
+/* Serializes and loads the model (no external data); NULL with err filled on failure. */
+af_model *ob_load(const ob_model *m, af_error *err);
 /* Index of the last node added (its name is "n<index>"). */
 int ob_last_node(const ob_model *m);
 

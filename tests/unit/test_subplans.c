@@ -139,13 +139,9 @@ static af_model *captured_gelu_loop(bool nested) {
     const char *y = ob_node(b, "Loop", 3, (const char *[]){M, "", x});
     ob_attr_graph(b, "body", body);
     ob_output(b, y);
-    uint8_t *buf = NULL;
-    size_t size = 0;
-    af_model *m = NULL;
     af_error err = {0};
-    if (ob_pack(b, &buf, &size) != 0 || af_model_load_buffer(buf, size, NULL, NULL, &m, &err) != AF_OK)
-        af_test_fail(__FILE__, __LINE__, "captured gelu loop model: %s", err.message);
-    free(buf);
+    af_model *m = ob_load(b, &err);
+    if (!m) af_test_fail(__FILE__, __LINE__, "captured gelu loop model: %s", err.message);
     ob_free(b);
     ob_free(body);
     ob_free(then_g);
