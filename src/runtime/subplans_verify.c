@@ -33,12 +33,6 @@ static bool has_fused_steps(const af_exec_plan *p) {
     return false;
 }
 
-static af_subplan *find(af_subplans *s, const af_graph *g) {
-    for (int i = 0; i < s->n; i++)
-        if (s->items[i].g == g) return &s->items[i];
-    return NULL;
-}
-
 /* The inputs one run of `body` gets from `owner`, whose own inputs are in outer's env: a Loop's
  * first iteration, or none for an If branch. iter and cond hold the scalars in[0] and in[1] point
  * at. False, with why filled, when there are none to build. */
@@ -114,7 +108,7 @@ static af_status verify_body(verify_ctx *x, const af_node *owner, const af_graph
     else if (body_inputs(owner, body, &outer->run, in, &iter, &cond, why, sizeof why) &&
              (st = af_verify_ref_run(body, in, outer, &x->vo, &ref, err)) == AF_OK && !ref.ran)
         snprintf(why, sizeof why, "%s", ref.note);
-    af_subplan *sp = find(x->subs, body);
+    af_subplan *sp = (af_subplan *)af_subplans_find(x->subs, body); /* x->subs is ours to change */
     if (st == AF_OK && sp && sp->plan.fusion_level > 0 && !has_fused_steps(&sp->plan))
         snprintf(sp->fusion.verify_note, sizeof sp->fusion.verify_note, "verify: no fused groups to check");
     else if (st == AF_OK && sp && sp->plan.fusion_level > 0)

@@ -105,21 +105,19 @@ static const char *replaced_why(const af_fusion_candidates *cands, const af_fusi
     return numeric ? "a group the numeric check backed out" : "a group the scheduler could not build";
 }
 
-/* qsort's comparison of candidate indices: higher score first, then lower index. qsort has no
- * context argument; the scheduler runs on one thread per plan build, but builds on several
- * threads at once are allowed, so the context is thread-local. */
-typedef struct lost_order {
-    const af_fusion_candidates *cands;
-} lost_order;
-static _Thread_local const lost_order *sort_ctx;
+/* A candidate that lost an overlap, with its score, for the second chance's order: higher score
+ * first, then lower index (the candidates' own order). */
+typedef struct lost_entry {
+    double score;
+    int k;
+} lost_entry;
 
 static int by_score_desc(const void *a, const void *b) {
-    const int i = *(const int *)a, j = *(const int *)b;
-    const double si = sort_ctx->cands->items[i].score, sj = sort_ctx->cands->items[j].score;
-    const bool ni = si != si, nj = sj != sj; /* a NaN score sorts last, so the order stays total */
-    if (ni != nj) return ni ? 1 : -1;
-    if (!ni && si != sj) return si > sj ? -1 : 1;
-    return (i > j) - (i < j);
+    const lost_entry *x = a, *y = b;
+    const bool nx = x->score != x->score, ny = y->score != y->score; /* a NaN sorts last: a total order */
+    if (nx != ny) return nx ? 1 : -1;
+    if (!nx && x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
 }
 
 static bool nodes_free(const af_fusion_candidate *c, const int *group_of) {
@@ -163,7 +161,7 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
     int n = g->n_nodes;
     int *group_of = af_malloc((size_t)(n ? n : 1) * sizeof *group_of); /* node -> fused step slot, or -1 */
     int *last_of = af_malloc((size_t)(cands->n ? cands->n : 1) * sizeof *last_of);
-    int *lost = af_malloc((size_t)(cands->n ? cands->n : 1) * sizeof *lost);
+    lost_entry *lost = af_malloc((size_t)(cands->n ? cands->n : 1) * sizeof *lost);
     af_step *fused = af_calloc((size_t)(cands->n ? cands->n : 1), sizeof *fused);
     plan->steps = af_calloc((size_t)(n ? n : 1), sizeof *plan->steps);
     af_status st = AF_OK;
@@ -188,16 +186,13 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
     int n_lost = 0;
     for (int k = 0; k < cands->n; k++) {
         const af_fusion_candidate *c = &cands->items[k];
-        if (!c->accepted && starts_with(c->reason, OVERLAP_REASON)) lost[n_lost++] = k;
+        if (!c->accepted && starts_with(c->reason, OVERLAP_REASON)) lost[n_lost++] = (lost_entry){c->score, k};
     }
     /* A sort, not insertions: a hostile rules file made 24,000 losers, and the insertions were
      * quadratic. Ties keep the candidates' order. */
-    lost_order ord = {cands};
-    sort_ctx = &ord;
     qsort(lost, (size_t)n_lost, sizeof *lost, by_score_desc);
-    sort_ctx = NULL;
     for (int r = 0; r < n_lost; r++) {
-        af_fusion_candidate *c = &cands->items[lost[r]];
+        af_fusion_candidate *c = &cands->items[lost[r].k];
         if (!nodes_free(c, group_of)) continue;
         char before[sizeof c->reason];
         snprintf(before, sizeof before, "%s", c->reason);
