@@ -15,6 +15,7 @@
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64_t groups, int64_t cin,
@@ -100,8 +101,8 @@ void af_conv_winograd_release(af_conv_winograd *c) {
 /* The tiling of one output plane into blocks of tile rows, and each thread's scratch. */
 typedef struct wino_layout {
     int64_t nty, ntx;        /* tile rows and columns */
-    int64_t block_rows;      /* tile rows per block; a block holds block_rows * ntx tiles */
-    int64_t n_blocks;
+    int64_t block_rows;      /* the most tile rows in a block; a block holds its rows * ntx tiles */
+    int64_t n_blocks;        /* block b: tile rows [b nty / n_blocks, (b + 1) nty / n_blocks) */
     int64_t prow, pc_ld;     /* a block's phase rows: prow padded rows of pc_ld floats per phase */
     int64_t row_ld;          /* the padded input row: m pc_ld floats, a whole number of vectors */
     size_t phase_off, row_off, v_off, m_off, px_off, thread_bytes, total;
@@ -119,9 +120,12 @@ static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_
     if (rows_max * l->ntx < mr) rows_max = ceil_div(mr, l->ntx);
     if (rows_max < 1) rows_max = 1;
     int64_t n_blocks = ceil_div(l->nty, rows_max);
-    if (n_threads > 1 && n_blocks < 2 * (int64_t)n_threads) n_blocks = min64(l->nty, 2 * (int64_t)n_threads);
+    /* Rows spread evenly over a multiple of n_threads blocks, so the threads' shares are equal:
+     * ResNet-50's 14 tile rows in blocks of 4, 4, 4, 2 gave one thread 8 rows and the other 6
+     * (F(4x4) at 56x56, 64 channels: 1.54x on two threads; see bench/RESULTS.md, session 11). */
+    if (n_threads > 1) n_blocks = min64(l->nty, ceil_div(max64(n_blocks, 2 * (int64_t)n_threads), n_threads) * n_threads);
     l->block_rows = ceil_div(l->nty, n_blocks);
-    l->n_blocks = ceil_div(l->nty, l->block_rows);
+    l->n_blocks = n_blocks;
     /* Scratch is sized for the largest block any thread count picks (one thread's), so a
      * workspace planned for n threads serves runs on fewer. */
     const int64_t bt = min64(l->nty, rows_max) * l->ntx;
@@ -255,7 +259,7 @@ static void block_task(void *ctx, int blk, int thread) {
     const wino_layout *l = &r->l;
     char *scratch = r->scratch + (size_t)thread * l->thread_bytes;
     float *v = (float *)(scratch + l->v_off);
-    const int64_t ty0 = blk * l->block_rows, n_rows = min64(l->block_rows, l->nty - ty0);
+    const int64_t ty0 = blk * l->nty / l->n_blocks, n_rows = (blk + 1) * l->nty / l->n_blocks - ty0;
     transform_input(r, ty0, n_rows, scratch, v);
     for (int64_t co = 0; co < r->c->cout; co += r->cfg->nr) panel_products(r, ty0, n_rows, co, scratch, v);
 }
