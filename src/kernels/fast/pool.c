@@ -1,8 +1,11 @@
 /*
  * Fast float32 pooling in NCHW: MaxPool (without its Indices output) and AveragePool over 2-D
  * windows with any kernel, strides, pads, auto_pad, ceil_mode and count_include_pad (dilation 1),
- * and GlobalMaxPool / GlobalAveragePool over any spatial rank. Planes (n, c) are independent and
- * split over the thread pool; the window loops are in pool_body.h.
+ * and GlobalMaxPool / GlobalAveragePool over any spatial rank. Global pools split their planes
+ * (n, c) over the thread pool; window pools split bands of output rows, each over every plane, so
+ * a thread reads the rows the convolution before it wrote on the same core (by planes, ResNet-50's
+ * MaxPool read half its input from the other core's cache and took as long on two threads as on
+ * one). The window loops are in pool_body.h.
  */
 #include <string.h>
 
@@ -35,18 +38,24 @@ typedef struct pool_job {
     int n_tasks;
 } pool_job;
 
-static void pool_planes(const pool_job *j, int64_t p0, int64_t p1) {
+/* Planes [p0, p1), output rows [oy0, oy1) of each (window pools). */
+static void pool_planes(const pool_job *j, int64_t p0, int64_t p1, int64_t oy0, int64_t oy1) {
     for (int64_t p = p0; p < p1; p++) {
         const float *xp = j->x + p * j->in_plane;
         if (j->s->global) j->s->vk->global_pool(j->s->max, j->in_plane, xp, j->y + p);
-        else j->s->vk->pool2d_plane(j->g, xp, j->y + p * j->out_plane);
+        else j->s->vk->pool2d_plane(j->g, xp, j->y + p * j->out_plane, oy0, oy1);
     }
 }
 
 static void pool_task(void *ctx, int task, int thread) {
     (void)thread;
     const pool_job *j = ctx;
-    pool_planes(j, j->planes * task / j->n_tasks, j->planes * (task + 1) / j->n_tasks);
+    if (j->s->global) {
+        pool_planes(j, j->planes * task / j->n_tasks, j->planes * (task + 1) / j->n_tasks, 0, 0);
+        return;
+    }
+    const int64_t oh = j->g->oh;
+    pool_planes(j, 0, j->planes, oh * task / j->n_tasks, oh * (task + 1) / j->n_tasks);
 }
 
 static bool f32_ready(const af_tensor *t) {
@@ -110,12 +119,15 @@ static af_status pool_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         work = af_tensor_numel(y) * g.kh * g.kw;
     }
     const int threads = af_threadpool_n_threads(pool);
-    if (work <= POOL_PARALLEL_MIN || threads <= 1 || j.planes <= 1) {
-        pool_planes(&j, 0, j.planes);
+    const int64_t units = s->global ? j.planes : g.oh; /* what the tasks split */
+    if (work <= POOL_PARALLEL_MIN || threads <= 1 || units <= 1) {
+        pool_planes(&j, 0, j.planes, 0, s->global ? 0 : g.oh);
         return AF_OK;
     }
-    j.n_tasks = j.planes < 4 * (int64_t)threads ? (int)j.planes : 4 * threads;
-    af_threadpool_run(pool, j.n_tasks, pool_task, &j);
+    j.n_tasks = units < 4 * (int64_t)threads ? (int)units : 4 * threads;
+    /* Window pools: thread t takes the t-th band of rows, as the convolutions before it do. */
+    if (s->global) af_threadpool_run(pool, j.n_tasks, pool_task, &j);
+    else af_threadpool_run_affine(pool, j.n_tasks, pool_task, &j);
     return AF_OK;
 }
 

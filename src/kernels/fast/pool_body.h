@@ -66,9 +66,10 @@ FV_INLINE void pl_interior(const af_pool2d *g, const float *x0, int64_t rows, fl
     }
 }
 
-FV_TARGET static void FV_NAME(f32_pool2d_plane)(const af_pool2d *g, const float *x, float *y) {
+FV_TARGET static void FV_NAME(f32_pool2d_plane)(const af_pool2d *g, const float *x, float *y, int64_t oy0,
+                                                 int64_t oy1) {
     const int sc = g->sw == 1 ? 1 : g->sw == 2 ? 2 : 3;
-    for (int64_t oy = 0; oy < g->oh; oy++) {
+    for (int64_t oy = oy0; oy < oy1; oy++) {
         const int64_t by = oy * g->sh - g->ph;
         int64_t rlo, rhi;
         pl_range(by, g->h, g->kh, &rlo, &rhi);

@@ -72,8 +72,8 @@ typedef struct af_vec_kernels {
     void (*ew_binary)(af_ew_binary_op op, int64_t n, const float *a, int sa, const float *b, int sb, float *y);
     /* y[j] = x[j * s] for j < n (s >= 1), reading only those elements of x. */
     void (*gather)(int64_t n, int64_t s, const float *x, float *y);
-    /* One plane: x is g->h x g->w, y is g->oh x g->ow. */
-    void (*pool2d_plane)(const af_pool2d *g, const float *x, float *y);
+    /* Output rows [oy0, oy1) of one plane: x is g->h x g->w, y is g->oh x g->ow. */
+    void (*pool2d_plane)(const af_pool2d *g, const float *x, float *y, int64_t oy0, int64_t oy1);
     /* *y = the max (max) or mean of x[0..n); the mean's sum runs in double. */
     void (*global_pool)(bool max, int64_t n, const float *x, float *y);
     /* One softmax row of n contiguous elements. */
