@@ -125,7 +125,8 @@ const char *af_node_attr_string(const af_node *n, const char *name, const char *
 int af_node_attr_ints(const af_node *n, const char *name, const int64_t **out);
 
 /* FLOPs of one node from static shapes (0 where a shape is unknown); multiply-adds count as two,
- * a convolution as its direct form whatever algorithm runs it, other ops one per output element. */
+ * a convolution as its direct form whatever algorithm runs it, a recurrent op (RNN, GRU, LSTM) its
+ * gate products W x_t and R h_{t-1}, other ops one per output element. */
 double af_node_flops(const af_graph *g, const af_node *n);
 int af_node_attr_floats(const af_node *n, const char *name, const float **out);
 
