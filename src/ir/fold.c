@@ -50,6 +50,33 @@ static af_status fold_shape_query(af_graph *g, af_node *n, bool *done, af_error 
     return AF_OK;
 }
 
+/* Inputs folded earlier in this pass (a Concat of shape pieces) may tell n's shape function what it
+ * could not know at load (the shape Expand gets): outputs whose size is still unknown take what it
+ * infers now. A failure leaves them as they were; the node then is not folded. */
+static void refresh_shapes(af_graph *g, const af_node *n, const af_op_info_t *info) {
+    const af_tensor *ins[AF_MAX_FOLD_IO];
+    af_tensor now[AF_MAX_FOLD_IO];
+    af_tensor *outs[AF_MAX_FOLD_IO];
+    bool stale = false;
+    for (int o = 0; o < n->n_outputs; o++) {
+        outs[o] = n->outputs[o] >= 0 ? &now[o] : NULL;
+        if (!outs[o]) continue;
+        now[o] = (af_tensor){0};
+        af_shape_copy(&now[o], &g->values[n->outputs[o]].t);
+        stale |= af_tensor_numel(&now[o]) < 0;
+    }
+    if (!stale || !info->infer) return;
+    for (int k = 0; k < n->n_inputs; k++) ins[k] = n->inputs[k] >= 0 ? &g->values[n->inputs[k]].t : NULL;
+    af_op_ctx c = {.node = n, .graph = g, .opset = g->opset, .n_inputs = n->n_inputs, .inputs = ins,
+                   .n_outputs = n->n_outputs, .outputs = outs};
+    if (info->infer(&c) != AF_OK) return;
+    for (int o = 0; o < n->n_outputs; o++) {
+        af_tensor *t = outs[o] ? &g->values[n->outputs[o]].t : NULL;
+        if (t && af_tensor_numel(t) < 0 && af_tensor_numel(&now[o]) >= 0 && now[o].dtype == t->dtype)
+            af_shape_copy(t, &now[o]);
+    }
+}
+
 af_status af_graph_fold_constants(af_graph *g, size_t max_bytes, af_error *err) {
     for (int i = 0; i < g->n_nodes; i++) {
         af_node *n = &g->nodes[i];
@@ -63,6 +90,7 @@ af_status af_graph_fold_constants(af_graph *g, size_t max_bytes, af_error *err) 
             if (done) continue;
         }
         if (n->n_inputs == 0 || !all_inputs_const(g, n)) continue;
+        refresh_shapes(g, n, info);
         bool fits = true;
         for (int o = 0; o < n->n_outputs; o++) {
             if (n->outputs[o] < 0) continue;
