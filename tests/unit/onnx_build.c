@@ -166,6 +166,16 @@ const char *ob_const_i64(ob_model *m, int rank, const int64_t *dims, const int64
     return nm;
 }
 
+const char *ob_const_i32(ob_model *m, int rank, const int64_t *dims, const int32_t *data) {
+    int64_t n;
+    const char *nm;
+    Onnx__TensorProto *t = new_init(m, ONNX__TENSOR_PROTO__DATA_TYPE__INT32, rank, dims, &n, &nm);
+    t->n_int32_data = (size_t)n;
+    t->int32_data = own(m, (size_t)(n ? n : 1) * sizeof(int32_t));
+    memcpy(t->int32_data, data, (size_t)n * sizeof(int32_t));
+    return nm;
+}
+
 const char *ob_node(ob_model *m, const char *op, int n_in, const char *const *ins) {
     size_t k = m->graph.n_node;
     if (k >= OB_MAX_NODES) abort();
@@ -191,6 +201,14 @@ const char *ob_node1(ob_model *m, const char *op, const char *x) { return ob_nod
 const char *ob_node2(ob_model *m, const char *op, const char *x, const char *y) {
     const char *ins[2] = {x, y};
     return ob_node(m, op, 2, ins);
+}
+
+void ob_node_outputs(ob_model *m, int n, unsigned omit, const char **outs) {
+    if (!m->graph.n_node) abort();
+    Onnx__NodeProto *nd = &m->nodes[m->graph.n_node - 1];
+    nd->n_output = (size_t)n;
+    nd->output = own(m, (size_t)(n ? n : 1) * sizeof *nd->output);
+    for (int i = 0; i < n; i++) outs[i] = nd->output[i] = omit >> i & 1 ? (char *)"" : name(m, "t");
 }
 
 int ob_last_node(const ob_model *m) { return (int)m->graph.n_node - 1; }
@@ -226,6 +244,27 @@ void ob_attr_ints(ob_model *m, const char *nm, int n, const int64_t *v) {
     a->n_ints = (size_t)n;
     a->ints = own(m, (size_t)(n ? n : 1) * sizeof *a->ints);
     memcpy(a->ints, v, (size_t)n * sizeof *v);
+}
+
+void ob_attr_floats(ob_model *m, const char *nm, int n, const float *v) {
+    Onnx__AttributeProto *a = attr(m, nm, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS);
+    a->n_floats = (size_t)n;
+    a->floats = own(m, (size_t)(n ? n : 1) * sizeof *a->floats);
+    memcpy(a->floats, v, (size_t)n * sizeof *v);
+}
+
+void ob_attr_s(ob_model *m, const char *nm, const char *v) {
+    Onnx__AttributeProto *a = attr(m, nm, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    a->has_s = 1;
+    a->s.data = (uint8_t *)v;
+    a->s.len = strlen(v);
+}
+
+void ob_attr_strings(ob_model *m, const char *nm, int n, const char *const *v) {
+    Onnx__AttributeProto *a = attr(m, nm, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
+    a->n_strings = (size_t)n;
+    a->strings = own(m, (size_t)(n ? n : 1) * sizeof *a->strings);
+    for (int i = 0; i < n; i++) a->strings[i] = (ProtobufCBinaryData){.len = strlen(v[i]), .data = (uint8_t *)v[i]};
 }
 
 void ob_attr_graph(ob_model *m, const char *nm, const ob_model *body) {

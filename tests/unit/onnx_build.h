@@ -13,6 +13,8 @@
  *
  * Names are generated ("in0", "c3", "t5") and owned by the builder; nodes are named "n<index>".
  *
+ * A node with several outputs (RNN's Y and Y_h) gets them from ob_node_outputs after ob_node.
+ *
  * A subgraph (a Loop body, an If branch) is a builder of its own with a name prefix, so its names
  * differ from the enclosing graph's; its nodes may read the enclosing graph's names:
  *
@@ -36,7 +38,7 @@
 
 typedef struct ob_model ob_model;
 
-enum { OB_FLOAT = 1, OB_INT64 = 7, OB_BOOL = 9 }; /* ONNX TensorProto data types */
+enum { OB_FLOAT = 1, OB_INT32 = 6, OB_INT64 = 7, OB_BOOL = 9 }; /* ONNX TensorProto data types */
 
 ob_model *ob_new(int opset);
 void ob_free(ob_model *m);
@@ -51,14 +53,23 @@ const char *ob_const(ob_model *m, int rank, const int64_t *dims, const float *da
 const char *ob_scalar(ob_model *m, float v);
 /* An int64 initializer (shapes for Reshape, axes). */
 const char *ob_const_i64(ob_model *m, int rank, const int64_t *dims, const int64_t *data);
+/* An int32 initializer (RNN's sequence_lens). */
+const char *ob_const_i32(ob_model *m, int rank, const int64_t *dims, const int32_t *data);
 /* A node with one output; an input name "" is an omitted optional input. Attributes added next go
  * to this node. */
 const char *ob_node(ob_model *m, const char *op, int n_in, const char *const *ins);
 const char *ob_node1(ob_model *m, const char *op, const char *x);
 const char *ob_node2(ob_model *m, const char *op, const char *x, const char *y);
+/* Gives the last node n outputs instead of one: outs[i] receives output i's name, or "" (an
+ * omitted optional output) when bit i of omit is set. */
+void ob_node_outputs(ob_model *m, int n, unsigned omit, const char **outs);
 void ob_attr_f(ob_model *m, const char *name, float v);
 void ob_attr_i(ob_model *m, const char *name, int64_t v);
 void ob_attr_ints(ob_model *m, const char *name, int n, const int64_t *v);
+void ob_attr_floats(ob_model *m, const char *name, int n, const float *v);
+/* String attributes; the strings must outlive m. */
+void ob_attr_s(ob_model *m, const char *name, const char *v);
+void ob_attr_strings(ob_model *m, const char *name, int n, const char *const *v);
 /* A graph attribute (a Loop's "body", an If's branches) holding body's graph. */
 void ob_attr_graph(ob_model *m, const char *name, const ob_model *body);
 /* Declares `name` a float32 graph output (shape left to the loader's inference). */
