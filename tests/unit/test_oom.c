@@ -90,7 +90,8 @@ AF_TEST(oom_every_allocation_of_load_fuse_plan_run_fails_cleanly) {
     char path[1024];
     const char *env = getenv("AF_OOM_MODELS"); /* override: a ':'-separated list of model paths */
     static const char *const fixtures[] = {"models/resnet_small_bn/model.onnx", "models/bert_tiny/model.onnx"};
-    static const char *const node_tests[] = {"test_if", "test_loop11", "test_conv_with_strides_padding"};
+    static const char *const node_tests[] = {"test_if", "test_loop11", "test_conv_with_strides_padding",
+                                             "test_lstm_with_peepholes"};
     int n_models = 0;
     char list[8][1024];
     if (env && *env) {
