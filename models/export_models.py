@@ -301,6 +301,23 @@ class LoopRefine(nn.Module):
         return self.head(h)
 
 
+class RecurrentSmall(nn.Module):
+    """A 2-layer bidirectional LSTM or GRU (batch first, input 16, hidden 32) with a linear head on
+    every step; returns the head's output and the final states (h_n, and c_n for the LSTM).  The
+    exporter writes one ONNX LSTM / GRU node per layer (layout 0, Transposes around them)."""
+
+    def __init__(self, cell, input_size=16, hidden=32, classes=10):
+        super().__init__()
+        rnn = nn.LSTM if cell == "lstm" else nn.GRU
+        self.rnn = rnn(input_size, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(2 * hidden, classes)
+
+    def forward(self, x):
+        out, state = self.rnn(x)
+        states = state if isinstance(state, tuple) else (state,)
+        return (self.head(out),) + states
+
+
 def _randomize_cnn(model, image_shape, calib_batches=2, calib_batch=4):
     """Give BN layers non-trivial affine params and running statistics, and
     conv/linear layers non-zero biases.  Running stats are calibrated on
@@ -392,6 +409,8 @@ ARCHS = {
     "resnet_small": "torchvision ResNet, Bottleneck [1,2,1,1], widths/4, 100 classes, 1x3x112x112",
     "bert_tiny": "BERT (2L, H128, 2 heads, FF512, vocab 1000), seq 32",
     "loop_refine": "scripted loop h = relu(h W + b) + h, run-time trip count, dim 64, 2x8x64",
+    "lstm_small": "2-layer bidirectional LSTM (input 16, hidden 32, batch first) + linear head, 2x12x16",
+    "gru_small": "2-layer bidirectional GRU (input 16, hidden 32, batch first) + linear head, 2x12x16",
 }
 
 
@@ -439,6 +458,18 @@ def build(arch, seed):
                 "outputs": ["y"],
                 "dynamic_axes": {},
                 "dims": {},
+            }
+        elif arch in ("lstm_small", "gru_small"):
+            cell = arch.split("_")[0]
+            model = RecurrentSmall(cell)
+            outputs = ["y", "h_n", "c_n"] if cell == "lstm" else ["y", "h_n"]
+            spec = {
+                "kind": "recurrent",
+                "inputs": [{"name": "x", "shape": [2, 12, 16], "dtype": "float32",
+                            "gen": {"kind": "uniform", "low": -1.0, "high": 1.0}}],
+                "outputs": outputs,
+                "dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}},
+                "dims": {"batch": 2},
             }
         else:
             raise SystemExit("unknown model %r (try --list)" % arch)

@@ -44,6 +44,8 @@ SMALL=(
   "bert_tiny_op11|--model bert_tiny --opset 11|"
   "bert_tiny_dynamic|--model bert_tiny --dynamic-batch --data-dim batch=1 --data-dim sequence=16|"
   "loop_refine|--model loop_refine|"
+  "lstm_small|--model lstm_small --opset 14|"
+  "gru_small|--model gru_small --opset 14|"
 )
 FULLSET=(
   "resnet50|--model resnet50|"
