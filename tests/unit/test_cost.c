@@ -481,6 +481,17 @@ AF_TEST(cost_choose_strategy) {
     CHECK(g->nodes[g->n_nodes - 1].op == AF_OP_LOOP);
     CHECK(af_cost_choose_strategy(g, &hw, &cfg) == AF_STRATEGY_TEMPORAL);
     af_graph_free(g);
+    /* a recurrent layer: temporal too */
+    static const char *const recurrent[] = {"LSTM", "GRU", "RNN"};
+    for (int r = 0; r < 3; r++) {
+        g = chain3();
+        CHECK(af_cost_choose_strategy(g, &hw, &cfg) == AF_STRATEGY_AGGRESSIVE);
+        int rv = add_value(g, "rnn_out", AF_VALUE_NODE, 1, 1);
+        add_node(g, "rnn", recurrent[r], 3, -1, rv);
+        CHECK(!strcmp(af_op_info(g->nodes[g->n_nodes - 1].op)->name, recurrent[r]));
+        CHECK(af_cost_choose_strategy(g, &hw, &cfg) == AF_STRATEGY_TEMPORAL);
+        af_graph_free(g);
+    }
 }
 
 AF_TEST(cost_legality_and_decided_candidates) {

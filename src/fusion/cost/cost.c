@@ -11,9 +11,14 @@
 
 /* ---- strategy ------------------------------------------------------------------------------- */
 
-static bool has_loops(const af_graph *g) {
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].op == AF_OP_LOOP || !strcmp(g->nodes[i].op_type, "Scan")) return true;
+/* Loops, and the recurrent layers whose steps repeat inside one node (RNN, GRU, LSTM). */
+static bool has_recurrence(const af_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const af_op op = g->nodes[i].op;
+        if (op == AF_OP_LOOP || op == AF_OP_RNN || op == AF_OP_GRU || op == AF_OP_LSTM ||
+            !strcmp(g->nodes[i].op_type, "Scan"))
+            return true;
+    }
     return false;
 }
 
@@ -26,7 +31,7 @@ static af_fusion_strategy choose(const af_cost_graph *cg, const af_hw_model *hw,
         return AF_STRATEGY_CONSERVATIVE;
     if (cfg->max_mem_usage && footprint > AF_COST_AUTO_LIMIT_FRACTION * (double)cfg->max_mem_usage)
         return AF_STRATEGY_CONSERVATIVE;
-    if (has_loops(cg->g) || cg->g->parent) return AF_STRATEGY_TEMPORAL; /* a body repeats per iteration */
+    if (has_recurrence(cg->g) || cg->g->parent) return AF_STRATEGY_TEMPORAL; /* a body repeats per iteration */
     return AF_STRATEGY_AGGRESSIVE;
 }
 
