@@ -22,6 +22,10 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
     case AF_OP_REDUCE_LOG_SUM_EXP:
     case AF_OP_REDUCE_SUM_SQUARE:
         return af_fast_reduce_prepare(req, k, err);
+    case AF_OP_RNN:
+    case AF_OP_GRU:
+    case AF_OP_LSTM:
+        return af_fast_recurrent_prepare(req, k, err);
     case AF_OP_MAT_MUL:
     case AF_OP_GEMM:
         return af_fast_matmul_prepare(req, k, err);
