@@ -31,7 +31,7 @@
 #include "util/cpu.h"
 #include "util/threadpool.h"
 
-#define FX_MAX_IN 5
+#define FX_MAX_IN 8 /* LSTM: X W R B sequence_lens initial_h initial_c P */
 #define FX_MAX_OUT 3
 #define FX_MAX_ATTRS 8
 
