@@ -26,6 +26,7 @@ typedef struct rnn_case {
     int n_alpha, n_beta;
     const float *alpha, *beta;
     unsigned outputs;           /* bit k: output k present */
+    bool dynamic;               /* shapes unknown at prepare: the kernel allocates its scratch */
     uint64_t seed;
 } rnn_case;
 
@@ -93,6 +94,7 @@ static void rnn_node(fx *f, const rnn_case *c) {
     }
     if (last >= 7) fx_input(f, fx_rand(2, (int64_t[]){dirs, 3 * c->hid}, -0.5f, 0.5f, seed + 7), true);
     fx_outputs(f, c->op == AF_OP_LSTM ? 3 : 2, c->outputs ? c->outputs : 7u);
+    f->dynamic = c->dynamic;
 }
 
 /* Runs the reference and the fast kernel for isa on both pools and compares every output present;
@@ -192,6 +194,10 @@ AF_TEST(fast_recurrent_attributes) {
     rnn_case rnn = {.op = AF_OP_RNN, .seq = 4, .batch = 2, .in = 3, .hid = 33, .bias = true, .bias_const = true,
                     .clip = 0.8f, .outputs = 1u << 1, .seed = 60};
     check_case(&rnn, "RNN clip, Y_h only");
+    rnn_case dyn = {.op = AF_OP_LSTM, .direction = "bidirectional", .layout = 1, .seq = 5, .batch = 3, .in = 4,
+                    .hid = 13, .bias = true, .bias_const = true, .lens = true, .init_h = true, .dynamic = true,
+                    .seed = 61};
+    check_case(&dyn, "LSTM with unknown shapes");
 }
 
 /* The activations other than sigmoid and tanh, with alpha and beta. */
@@ -244,4 +250,19 @@ AF_TEST(fast_recurrent_checks_lengths) {
     fx_free_outputs(&f, out);
     af_kernel_release(&k);
     fx_free(&f);
+}
+
+/* Static shapes declare the scratch as workspace; unknown ones leave it to the run (the dynamic
+ * case above checks that run's results). */
+AF_TEST(fast_recurrent_workspace) {
+    for (int dynamic = 0; dynamic < 2; dynamic++) {
+        fx f;
+        rnn_case c = {.op = AF_OP_GRU, .seq = 3, .batch = 2, .in = 4, .hid = 5, .dynamic = dynamic, .seed = 82};
+        rnn_node(&f, &c);
+        af_kernel k;
+        CHECK(fx_prepare(&f, af_cpu_isa(), &k));
+        CHECK(dynamic ? k.workspace_bytes == 0 : k.workspace_bytes > 0);
+        af_kernel_release(&k);
+        fx_free(&f);
+    }
 }
