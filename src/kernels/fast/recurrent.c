@@ -89,8 +89,9 @@ static af_gemm_desc proj_desc(const rnn_state *s, int64_t rows) {
 static bool plan_scratch(const rnn_state *s, int64_t seq, int64_t batch, int n_threads, rnn_scratch *l) {
     memset(l, 0, sizeof *l);
     size_t hid = (size_t)s->hidden, gh = (size_t)s->n_gates * hid, dirs = (size_t)s->n_dirs, rows;
-    size_t b = (size_t)batch, proj_n;
-    if (!af_mul_size((size_t)seq, b, &rows) || !af_mul_size(rows, dirs * gh, &proj_n)) return false;
+    size_t b = (size_t)batch, proj_n, gates_n;
+    if (!af_mul_size((size_t)seq, b, &rows) || !af_mul_size(rows, dirs * gh, &proj_n) || !af_mul_size(b, gh, &gates_n))
+        return false;
     size_t gemm = 0;
     if (rows) {
         af_gemm_desc d = proj_desc(s, (int64_t)rows);
@@ -109,7 +110,7 @@ static bool plan_scratch(const rnn_state *s, int64_t seq, int64_t batch, int n_t
     l->gemm_bytes = gemm;
     size_t t = 0;
     return add_region(&l->proj, &t, proj_n, sizeof(float)) && add_region(&l->bias, &t, dirs * gh, sizeof(float)) &&
-           add_region(&l->rbh, &t, dirs * hid, sizeof(float)) && add_region(&l->gates, &t, b * gh, sizeof(float)) &&
+           add_region(&l->rbh, &t, dirs * hid, sizeof(float)) && add_region(&l->gates, &t, gates_n, sizeof(float)) &&
            add_region(&l->h, &t, b * hid, sizeof(float)) && add_region(&l->cell, &t, b * hid, sizeof(float)) &&
            add_region(&l->tmp, &t, b * hid, sizeof(float)) && add_region(&l->lens, &t, b, sizeof(int64_t)) &&
            add_region(&l->gemm, &t, gemm, 1) && (l->total = t, true);
