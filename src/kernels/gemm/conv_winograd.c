@@ -101,7 +101,6 @@ void af_conv_winograd_release(af_conv_winograd *c) {
 /* The tiling of one output plane into blocks of tile rows, and each thread's scratch. */
 typedef struct wino_layout {
     int64_t nty, ntx;        /* tile rows and columns */
-    int64_t block_rows;      /* the most tile rows in a block; a block holds its rows * ntx tiles */
     int64_t n_blocks;        /* block b: tile rows [b nty / n_blocks, (b + 1) nty / n_blocks) */
     int64_t prow, pc_ld;     /* a block's phase rows: prow padded rows of pc_ld floats per phase */
     int64_t row_ld;          /* the padded input row: m pc_ld floats, a whole number of vectors */
@@ -124,7 +123,6 @@ static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_
      * ResNet-50's 14 tile rows in blocks of 4, 4, 4, 2 gave one thread 8 rows and the other 6
      * (F(4x4) at 56x56, 64 channels: 1.54x on two threads; see bench/RESULTS.md, session 11). */
     if (n_threads > 1) n_blocks = min64(l->nty, ceil_div(max64(n_blocks, 2 * (int64_t)n_threads), n_threads) * n_threads);
-    l->block_rows = ceil_div(l->nty, n_blocks);
     l->n_blocks = n_blocks;
     /* Scratch is sized for the largest block any thread count picks (one thread's), so a
      * workspace planned for n threads serves runs on fewer. */
