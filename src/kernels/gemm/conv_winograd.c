@@ -113,16 +113,19 @@ static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_
     const int64_t m = c->m, xi = (m + 2) * (m + 2);
     l->nty = ceil_div(oh, m);
     l->ntx = ceil_div(ow, m);
-    /* Blocks of tiles whose transformed input stays in L2, at least MR tiles, and enough blocks
-     * for every thread to have two. */
+    /* Blocks of tiles whose transformed input stays in L2, at least MR tiles, and a block for
+     * every thread. */
     int64_t rows_max = BLOCK_V_BYTES / (xi * c->cin * (int64_t)sizeof(float)) / l->ntx;
     if (rows_max * l->ntx < mr) rows_max = ceil_div(mr, l->ntx);
     if (rows_max < 1) rows_max = 1;
     int64_t n_blocks = ceil_div(l->nty, rows_max);
     /* Rows spread evenly over a multiple of n_threads blocks, so the threads' shares are equal:
      * ResNet-50's 14 tile rows in blocks of 4, 4, 4, 2 gave one thread 8 rows and the other 6
-     * (F(4x4) at 56x56, 64 channels: 1.54x on two threads; see bench/RESULTS.md, session 11). */
-    if (n_threads > 1) n_blocks = min64(l->nty, ceil_div(max64(n_blocks, 2 * (int64_t)n_threads), n_threads) * n_threads);
+     * (F(4x4) at 56x56, 64 channels: 1.54x on two threads; see bench/RESULTS.md, session 11).
+     * No more blocks than that: every block streams all of U, and two blocks per thread on
+     * ResNet-50's 14x14 layers (U is 4 MB at F(2x2), 256 channels) read it from DRAM four times
+     * instead of twice: 0.59 -> 0.50 ms per layer on two threads. */
+    if (n_threads > 1) n_blocks = min64(l->nty, ceil_div(max64(n_blocks, (int64_t)n_threads), n_threads) * n_threads);
     l->n_blocks = n_blocks;
     /* Scratch is sized for the largest block any thread count picks (one thread's), so a
      * workspace planned for n threads serves runs on fewer. */
