@@ -26,6 +26,7 @@
 typedef struct gcase {
     int64_t M, N, K, batch;
     bool trans_a, trans_b, pack_a, pack_b;
+    int64_t wide_rows;            /* pack_b: af_gemm_pack_b_for_rows with this row hint; 0: af_gemm_pack_b */
     int64_t pad_a, pad_b, pad_c;  /* extra leading-dimension elements */
     int64_t sa, sb, sc;           /* batch strides; -1: contiguous items, 0: broadcast */
     bool c_interleaved;           /* C items side by side in one wide row (attention heads) */
@@ -140,7 +141,9 @@ static af_status run_ours(const gcase *c, gbufs *g, af_isa isa, af_threadpool *p
     if (c->pack_a && c->K > 0)
         st = af_gemm_pack_a(isa, g->sa ? c->batch : 1, c->M, c->K, g->A, g->lda, c->trans_a, g->sa, &pa);
     if (st == AF_OK && c->pack_b && c->K > 0)
-        st = af_gemm_pack_b(isa, g->sb ? c->batch : 1, c->K, c->N, g->B, g->ldb, c->trans_b, g->sb, &pb);
+        st = c->wide_rows ? af_gemm_pack_b_for_rows(isa, c->wide_rows, g->sb ? c->batch : 1, c->K, c->N, g->B, g->ldb,
+                                                    c->trans_b, g->sb, &pb)
+                          : af_gemm_pack_b(isa, g->sb ? c->batch : 1, c->K, c->N, g->B, g->ldb, c->trans_b, g->sb, &pb);
     d.packed_a = pa, d.packed_b = pb;
     void *ws = NULL;
     if (st == AF_OK) {
@@ -327,6 +330,79 @@ AF_TEST(gemm_every_epilogue_op) {
         }
         free_bufs(&g);
     }
+}
+
+/* B packed for many rows (48-wide panels and the 8x48 tile on AVX-512) against the reference
+ * and, bit for bit, against B packed for the 14x32 tile and B unpacked, at 1 and 2 threads: rows
+ * and columns around the 8-row and 48-column edges, K over one and two blocks, B transposed or
+ * not, epilogues in registers (bias, ReLU) and after the store (GELU); M = 1 runs the gemv. A
+ * prepacked A of the other tile is refused. */
+AF_TEST(gemm_wide_panels_match_narrow_bits) {
+    fill_vectors();
+    af_threadpool *pool2 = NULL;
+    CHECK(af_threadpool_create(2, &pool2) == AF_OK);
+    af_epilogue in_regs, after;
+    af_epilogue_init(&in_regs);
+    CHECK(af_epilogue_vec(&in_regs, AF_EPI_BIAS_COL, vec_n[0], NULL) == AF_OK);
+    CHECK(af_epilogue_unary(&in_regs, AF_EPI_RELU, 0, 0) == AF_OK);
+    af_epilogue_init(&after);
+    CHECK(af_epilogue_vec(&after, AF_EPI_BIAS_COL, vec_n[0], NULL) == AF_OK);
+    CHECK(af_epilogue_unary(&after, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
+    static const int64_t ms[] = {1, 2, 7, 8, 9, 16, 17, 33, 128}, ns[] = {1, 16, 17, 47, 48, 49, 80};
+    static const int64_t ks[] = {5, 769};
+    int cases = 0;
+    for (int mi = 0; mi < 9; mi++)
+        for (int ni = 0; ni < 7; ni++)
+            for (int ki = 0; ki < 2; ki++) {
+                const int v = (mi + ni + ki) % 3;
+                gcase c = {.M = ms[mi], .N = ns[ni], .K = ks[ki], .batch = 1, .trans_b = (mi + ni) & 1,
+                           .pack_b = true, .wide_rows = ms[mi] > 1 ? ms[mi] : 0, .alpha = 1.0f, .beta = ki ? 0.5f : 0.0f,
+                           .sa = -1, .sb = -1, .sc = -1, .epi = v == 1 ? &in_regs : v == 2 ? &after : NULL};
+                gbufs g;
+                if (!make_bufs(&c, &g)) {
+                    CHECK(!"out of memory");
+                    break;
+                }
+                float *wide = af_malloc(g.nc * sizeof(float));
+                for (int isa = 0; wide && isa < n_isas(); isa++) {
+                    CHECK(run_ours(&c, &g, (af_isa)isa, NULL) == AF_OK);
+                    memcpy(wide, g.C, g.nc * sizeof(float));
+                    if (isa == n_isas() - 1) {
+                        reference(&c, &g);
+                        compare(&c, &g, (af_isa)isa, __LINE__);
+                    }
+                    CHECK(run_ours(&c, &g, (af_isa)isa, pool2) == AF_OK);
+                    if (memcmp(wide, g.C, g.nc * sizeof(float)) != 0)
+                        af_test_fail(__FILE__, __LINE__, "%s M=%lld N=%lld K=%lld: 2 threads differ", af_isa_name(isa),
+                                     (long long)c.M, (long long)c.N, (long long)c.K);
+                    gcase narrow = c;
+                    narrow.wide_rows = 0;
+                    for (int u = 0; u < 2; u++) {
+                        narrow.pack_b = u == 0;
+                        CHECK(run_ours(&narrow, &g, (af_isa)isa, NULL) == AF_OK);
+                        if (memcmp(wide, g.C, g.nc * sizeof(float)) != 0)
+                            af_test_fail(__FILE__, __LINE__, "%s M=%lld N=%lld K=%lld: wide differs from %s",
+                                         af_isa_name(isa), (long long)c.M, (long long)c.N, (long long)c.K,
+                                         u == 0 ? "narrow" : "unpacked");
+                    }
+                }
+                cases++;
+                af_free(wide);
+                free_bufs(&g);
+            }
+    CHECK(cases == 9 * 7 * 2);
+    if (af_cpu_info_get()->isa_max >= AF_ISA_AVX512) { /* operands packed for different tiles */
+        float a[8 * 4] = {0}, b[4 * 48] = {0}, cm[8 * 48];
+        af_gemm_packed *pa = NULL, *pb = NULL;
+        CHECK(af_gemm_pack_a(AF_ISA_AVX512, 1, 8, 4, a, 4, false, 0, &pa) == AF_OK);
+        CHECK(af_gemm_pack_b_for_rows(AF_ISA_AVX512, 8, 1, 4, 48, b, 48, false, 0, &pb) == AF_OK);
+        af_gemm_desc d = af_gemm_desc_default();
+        d.isa = AF_ISA_AVX512, d.M = 8, d.N = 48, d.K = 4, d.packed_a = pa, d.packed_b = pb, d.C = cm, d.ldc = 48;
+        CHECK(af_sgemm(&d, NULL) == AF_ERR_INVALID_ARGUMENT);
+        af_gemm_packed_free(pa);
+        af_gemm_packed_free(pb);
+    }
+    af_threadpool_free(pool2);
 }
 
 AF_TEST(gemm_threads_and_packing_bit_identical) {

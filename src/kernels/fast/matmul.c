@@ -161,7 +161,12 @@ af_status af_fast_matmul_prepare(const af_kernel_request *req, af_kernel *k, af_
     if (b->data) {
         s->K = trans_b ? b->dims[1] : b->dims[0];
         s->N = trans_b ? b->dims[0] : b->dims[1];
-        st = af_gemm_pack_b(req->isa, 1, s->K, s->N, b->data, b->dims[1], trans_b, 0, &s->packed_b);
+        /* The rows of op(A) it will meet, where the shapes say (0: not known). */
+        int64_t rows = 0;
+        if (gemm) rows = s->trans_a ? a->dims[1] : a->dims[0];
+        else if (s->N > 0 && af_tensor_numel(y) > 0) rows = af_tensor_numel(y) / s->N;
+        st = af_gemm_pack_b_for_rows(req->isa, rows > 0 ? rows : 0, 1, s->K, s->N, b->data, b->dims[1], trans_b, 0,
+                                     &s->packed_b);
         if (st != AF_OK) goto fail;
     }
     if (gemm) {

@@ -12,6 +12,7 @@
 
 struct af_gemm_packed {
     af_isa isa;
+    const af_gemm_isa_cfg *cfg; /* the tile its panels are for */
     bool is_b;           /* panels of NR columns of op(B); else of MR rows of op(A) */
     int w;               /* panel width (MR or NR of isa) */
     int64_t batch;       /* 1: shared by every batch item */
@@ -50,14 +51,14 @@ af_gemm_desc af_gemm_desc_default(void) {
 /* lanes_contiguous: whether consecutive lanes (rows of op(A) / columns of op(B)) are adjacent in
  * memory, i.e. A transposed or B not transposed. Item b comes from src + b * stride, or, when
  * fill is set, from fill(ctx, b, item) writing it into one item of scratch (ld as for src). */
-static af_status pack_operand(af_isa isa, bool is_b, int64_t batch, int64_t rows, int64_t K, const float *src,
-                              int64_t ld, bool lanes_contiguous, int64_t stride, af_gemm_fill_fn fill, void *ctx,
-                              af_gemm_packed **out) {
+static af_status pack_operand(af_isa isa, bool wide, bool is_b, int64_t batch, int64_t rows, int64_t K,
+                              const float *src, int64_t ld, bool lanes_contiguous, int64_t stride, af_gemm_fill_fn fill,
+                              void *ctx, af_gemm_packed **out) {
     *out = NULL;
     if (batch < 1 || rows < 1 || K < 1 || (!src && !fill) || ld < (lanes_contiguous ? rows : K) || stride < 0)
         return AF_ERR_INVALID_ARGUMENT;
     isa = af_cpu_isa_clamp(isa);
-    const af_gemm_isa_cfg *cfg = af_gemm_isa_cfg_for(isa);
+    const af_gemm_isa_cfg *cfg = wide && isa == AF_ISA_AVX512 ? &af_gemm_cfg_avx512_wide : af_gemm_isa_cfg_for(isa);
     const int w = is_b ? cfg->nr : cfg->mr;
     const int64_t panels = ceil_div(rows, w);
     int64_t item, total, src_floats = 0;
@@ -73,7 +74,7 @@ static af_status pack_operand(af_isa isa, bool is_b, int64_t batch, int64_t rows
         af_free(scratch);
         return AF_ERR_OUT_OF_MEMORY;
     }
-    *p = (af_gemm_packed){.isa = isa, .is_b = is_b, .w = w, .batch = batch, .rows = rows, .K = K,
+    *p = (af_gemm_packed){.isa = isa, .cfg = cfg, .is_b = is_b, .w = w, .batch = batch, .rows = rows, .K = K,
                           .item_stride = item, .bytes = (size_t)total * sizeof(float)};
     p->data = af_malloc_aligned(p->bytes);
     if (!p->data) {
@@ -92,17 +93,29 @@ static af_status pack_operand(af_isa isa, bool is_b, int64_t batch, int64_t rows
 
 af_status af_gemm_pack_a(af_isa isa, int64_t batch, int64_t M, int64_t K, const float *A, int64_t lda, bool trans_a,
                          int64_t stride_a, af_gemm_packed **out) {
-    return pack_operand(isa, false, batch, M, K, A, lda, trans_a, stride_a, NULL, NULL, out);
+    return pack_operand(isa, false, false, batch, M, K, A, lda, trans_a, stride_a, NULL, NULL, out);
 }
 
 af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const float *B, int64_t ldb, bool trans_b,
                          int64_t stride_b, af_gemm_packed **out) {
-    return pack_operand(isa, true, batch, N, K, B, ldb, !trans_b, stride_b, NULL, NULL, out);
+    return pack_operand(isa, false, true, batch, N, K, B, ldb, !trans_b, stride_b, NULL, NULL, out);
+}
+
+af_status af_gemm_pack_b_for_rows(af_isa isa, int64_t rows, int64_t batch, int64_t K, int64_t N, const float *B,
+                                  int64_t ldb, bool trans_b, int64_t stride_b, af_gemm_packed **out) {
+    return pack_operand(isa, rows >= 8 || rows == 0, true, batch, N, K, B, ldb, !trans_b, stride_b, NULL, NULL, out);
 }
 
 af_status af_gemm_pack_b_each(af_isa isa, int64_t batch, int64_t K, int64_t N, int64_t ldb, bool trans_b,
                               af_gemm_fill_fn fill, void *ctx, af_gemm_packed **out) {
-    return pack_operand(isa, true, batch, N, K, NULL, ldb, !trans_b, 0, fill, ctx, out);
+    return pack_operand(isa, false, true, batch, N, K, NULL, ldb, !trans_b, 0, fill, ctx, out);
+}
+
+/* The tile a GEMM runs: its prepacked operands', else the isa's own. */
+static const af_gemm_isa_cfg *desc_cfg(const af_gemm_desc *d, af_isa isa) {
+    if (d->packed_b) return d->packed_b->cfg;
+    if (d->packed_a) return d->packed_a->cfg;
+    return af_gemm_isa_cfg_for(isa);
 }
 
 void af_gemm_packed_free(af_gemm_packed *p) {
@@ -571,7 +584,7 @@ static void gemv_task(void *ctx, int task, int thread) {
     float *C = d->C + b * d->stride_c;
     const int64_t step = r->on_b ? 1 : d->ldc; /* between consecutive elements of the result */
     const int64_t p_end = min64(ceil_div(r->len, w), (task % r->n_tasks + 1) * r->per_task);
-    float out[AF_GEMV_PANELS * 32];
+    float out[AF_GEMV_PANELS * AF_GEMV_MAX_W];
     for (int64_t p = (task % r->n_tasks) * r->per_task; p < p_end; p += AF_GEMV_PANELS) {
         const int np = (int)min64(AF_GEMV_PANELS, p_end - p);
         const int64_t e0 = p * w, n = min64(np * w, r->len - e0);
@@ -621,6 +634,7 @@ static af_status check_desc(const af_gemm_desc *d, af_isa isa) {
     } else if (!d->A || d->stride_a < 0 || d->lda < (d->trans_a ? d->M : d->K)) {
         return AF_ERR_INVALID_ARGUMENT;
     }
+    if (d->packed_a && d->packed_b && d->packed_a->cfg != d->packed_b->cfg) return AF_ERR_INVALID_ARGUMENT;
     if (d->packed_b) {
         if (!packed_ok(d->packed_b, true, isa, d->N, d->K, d->batch)) return AF_ERR_INVALID_ARGUMENT;
     } else if (!d->B || d->stride_b < 0 || d->ldb < (d->trans_b ? d->K : d->N)) {
@@ -630,7 +644,7 @@ static af_status check_desc(const af_gemm_desc *d, af_isa isa) {
 }
 
 size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads) {
-    const af_gemm_isa_cfg *cfg = af_gemm_isa_cfg_for(af_cpu_isa_clamp(d->isa));
+    const af_gemm_isa_cfg *cfg = desc_cfg(d, af_cpu_isa_clamp(d->isa));
     if (d->M <= 0 || d->N <= 0 || d->K <= 0 || d->batch <= 0) return 0;
     const blocking bl = choose_blocking(cfg, d->K);
     return (size_t)ws_floats_per_thread(d, cfg, &bl) * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
@@ -642,7 +656,7 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
     af_status st = check_desc(d, isa);
     if (st != AF_OK || d->M == 0 || d->N == 0 || d->batch == 0) return st;
     const int n_threads = af_threadpool_n_threads(pool);
-    gemm_run r = {.d = d, .cfg = af_gemm_isa_cfg_for(isa)};
+    gemm_run r = {.d = d, .cfg = desc_cfg(d, isa)};
     if (gemv_shape(d, r.cfg) && d->batch <= INT32_MAX / 64) {
         run_gemv(d, r.cfg, pool);
         return AF_OK;

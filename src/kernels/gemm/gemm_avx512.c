@@ -1,5 +1,6 @@
 /* AVX-512 GEMM microkernels: a 14x32 register tile (28 accumulators, two B vectors, A broadcast
- * from memory), with narrower/shorter variants for the edges, and the AVX-512 panel packer. */
+ * from memory) and an 8x48 one (24 accumulators, three B vectors) for B prepacked in 48-wide
+ * panels, with narrower/shorter variants for the edges, and the AVX-512 panel packer. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -10,6 +11,9 @@
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define MR 14
 #define NR 32
+#define WIDE_MR 8  /* the 8x48 tile (af_gemm_cfg_avx512_wide) */
+#define WIDE_NR 48
+#define MAX_NV 3   /* vectors of 16 columns in a tile row */
 
 /* The fused steps on one vector of row i (columns 16v.. under mask m); see af_gemm_fused. */
 TARGET static inline __attribute__((always_inline)) __m512 fused_vec(const af_gemm_fused *f, __m512 x, int i, int v,
@@ -30,15 +34,15 @@ TARGET static inline __attribute__((always_inline)) __m512 fused_vec(const af_ge
  * is applied to the whole tile in turn, in fused_vec's order and with its operations, so its test
  * is made once per tile: tested once per vector, they took a third of the time of a 1x1 conv
  * with K = 16 (64x3136x16 + bias + ReLU: 44 against 67 GFLOP/s without the epilogue). */
-TARGET static inline __attribute__((always_inline)) void store_tile(const int MR_, const int NV, __m512 acc[MR][2],
+TARGET static inline __attribute__((always_inline)) void store_tile(const int MR_, const int NV, __m512 acc[MR][MAX_NV],
                                                                     const af_gemm_tile_args *t) {
     float *restrict c = t->c;
     const int64_t ldc = t->ldc;
     const int nfull = t->nr >> 4;
     const __mmask16 tail = (__mmask16)((1u << (t->nr & 15)) - 1);
-    __mmask16 mask[2];
-    for (int v = 0; v < 2; v++) mask[v] = v < nfull ? (__mmask16)0xffff : v == nfull ? tail : 0;
-#define EACH _Pragma("GCC unroll 14") for (int i = 0; i < MR_; i++) _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++)
+    __mmask16 mask[MAX_NV];
+    for (int v = 0; v < MAX_NV; v++) mask[v] = v < nfull ? (__mmask16)0xffff : v == nfull ? tail : 0;
+#define EACH _Pragma("GCC unroll 14") for (int i = 0; i < MR_; i++) _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++)
     if (t->alpha != 1.0f) EACH acc[i][v] = _mm512_mul_ps(acc[i][v], _mm512_set1_ps(t->alpha));
     if (t->beta != 0.0f)
         EACH acc[i][v] = _mm512_fmadd_ps(_mm512_set1_ps(t->beta), _mm512_maskz_loadu_ps(mask[v], c + i * ldc + 16 * v),
@@ -50,8 +54,10 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
         EACH acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_set1_ps(f->row_shift[i]));
     }
     if (f && f->col_shift) {
-        const __m512 cs0 = _mm512_maskz_loadu_ps(mask[0], f->col_shift), cs1 = _mm512_maskz_loadu_ps(mask[1], f->col_shift + 16);
-        EACH acc[i][v] = _mm512_add_ps(acc[i][v], v ? cs1 : cs0);
+        __m512 cs[MAX_NV];
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) cs[v] = _mm512_maskz_loadu_ps(mask[v], f->col_shift + 16 * v);
+        EACH acc[i][v] = _mm512_add_ps(acc[i][v], cs[v]);
     }
     if (f && f->residual)
         EACH acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_maskz_loadu_ps(mask[v], f->residual + i * f->res_ld + 16 * v));
@@ -76,18 +82,19 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
 #undef EACH
 }
 
-/* The row kernel: MR_ rows (<= MR) by NV vectors of 16 columns; A panels have the full MR width.
- * Inlined with constant MR_/NV so the accumulators live in registers. */
-TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, const int NV,
-                                                                 const af_gemm_tile_args *t) {
+/* The row kernel: MR_ rows (<= PMR) by NV vectors of 16 columns (<= PNR); A panels have the
+ * full PMR width, B rows the tile's PNR. Inlined with constants so the accumulators live in
+ * registers. */
+TARGET static inline __attribute__((always_inline)) void ukernel(const int PMR, const int PNR, const int MR_,
+                                                                 const int NV, const af_gemm_tile_args *t) {
     const float *restrict a = t->a, *restrict b = t->b, *pf = t->pf;
     float *restrict c = t->c;
     const int64_t kc = t->kc, ldb = t->ldb, ldc = t->ldc, pf_ld = t->pf_ld;
     const int nr = t->nr;
-    __m512 acc[MR][2];
+    __m512 acc[MR][MAX_NV];
 #pragma GCC unroll 14
     for (int i = 0; i < MR_; i++) {
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
         /* The C tile's lines arrive while the k loop runs instead of stalling the stores. */
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
@@ -100,21 +107,25 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
         }
     }
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(b), b1 = NV > 1 ? _mm512_loadu_ps(b + 16) : b0;
+        __m512 bv[MAX_NV];
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);
 #pragma GCC unroll 14
         for (int i = 0; i < MR_; i++) {
             __m512 ai = _mm512_set1_ps(a[i]);
-            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-            if (NV > 1) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
         }
         _mm_prefetch((const char *)pf, _MM_HINT_T1);
-        _mm_prefetch((const char *)(pf + 31), _MM_HINT_T1);
+        _mm_prefetch((const char *)(pf + PNR - 1), _MM_HINT_T1);
         pf += pf_ld;
-        a += MR;
+        a += PMR;
         b += ldb;
     }
     store_tile(MR_, NV, acc, t);
 }
+#define UKERNEL(MR_, NV, t) ukernel(MR, NR, MR_, NV, t)
+#define UKERNEL_WIDE(MR_, NV, t) ukernel(WIDE_MR, WIDE_NR, MR_, NV, t)
 
 /* The kernel K instantiated for 1..MR rows by 1 or 2 vectors, and the table of them. */
 #define DEF_KERNEL(K, R, NV)                                                                       \
@@ -129,8 +140,17 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, 
      ROW_PAIR(K, 5),   ROW_PAIR(K, 6),  ROW_PAIR(K, 7),  ROW_PAIR(K, 8), ROW_PAIR(K, 9),                \
      ROW_PAIR(K, 10),  ROW_PAIR(K, 11), ROW_PAIR(K, 12), ROW_PAIR(K, 13), ROW_PAIR(K, 14)}
 
-DEF_KERNELS(ukernel)
-static const af_gemm_tile_fn row_kernels[MR + 1][2] = KERNEL_TABLE(ukernel);
+DEF_KERNELS(UKERNEL)
+static const af_gemm_tile_fn row_kernels[MR + 1][2] = KERNEL_TABLE(UKERNEL);
+
+/* The 8x48 tile's kernels: 1..8 rows by 1..3 vectors. */
+#define DEF_WIDE_ROWS(R) DEF_KERNEL(UKERNEL_WIDE, R, 1) DEF_KERNEL(UKERNEL_WIDE, R, 2) DEF_KERNEL(UKERNEL_WIDE, R, 3)
+DEF_WIDE_ROWS(1) DEF_WIDE_ROWS(2) DEF_WIDE_ROWS(3) DEF_WIDE_ROWS(4) DEF_WIDE_ROWS(5) DEF_WIDE_ROWS(6)
+DEF_WIDE_ROWS(7) DEF_WIDE_ROWS(8)
+#define WIDE_ROW(R) {UKERNEL_WIDE_##R##x1, UKERNEL_WIDE_##R##x2, UKERNEL_WIDE_##R##x3}
+static const af_gemm_tile_fn wide_kernels[WIDE_MR + 1][MAX_NV] = {
+    {NULL, NULL, NULL}, WIDE_ROW(1), WIDE_ROW(2), WIDE_ROW(3), WIDE_ROW(4),
+    WIDE_ROW(5),        WIDE_ROW(6), WIDE_ROW(7), WIDE_ROW(8)};
 
 /* A few columns (T < mr) of a tile, vectorized along M instead: one FMA per column and k covers
  * all mr rows, where the row kernels would spend one per row on mostly-masked vectors (N = 49 has
@@ -188,7 +208,7 @@ TARGET static void fused_tile(const af_gemm_fused *f, float *c, int64_t ldc, int
 TARGET void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t) {
     const int mr = t->mr, nr = t->nr;
     if (mr == MR && nr == NR) {
-        ukernel(MR, 2, t);
+        UKERNEL(MR, 2, t);
         return;
     }
     /* Columns past the last full 16 go to the column kernel when there are fewer than rows. */
@@ -210,6 +230,16 @@ TARGET void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t) {
         return;
     }
     row_kernels[mr][nr > 16](t);
+}
+
+/* The 8x48 tile function: the full kernel or the variant for an edge tile (the masked vectors of
+ * a narrower tail cost less here than in the 14x32 tile, two B vectors in three being full). */
+TARGET void af_f32_gemm_ukernel_8x48__avx512(const af_gemm_tile_args *t) {
+    if (t->mr == WIDE_MR && t->nr == WIDE_NR) {
+        UKERNEL_WIDE(WIDE_MR, 3, t);
+        return;
+    }
+    wide_kernels[t->mr][(t->nr - 1) / 16](t);
 }
 
 /* The convolution kernel (see af_gemm_isa_cfg.conv_tile): MR_ pixels of one output row, each
@@ -329,16 +359,16 @@ TARGET static inline __attribute__((always_inline)) void gemv_panels(const int N
                                                                      int64_t ps, int w, int64_t kc,
                                                                      const float *v, float *out) {
     const __mmask16 last = (__mmask16)(w - 16 * (NV - 1) >= 16 ? 0xffff : (1u << (w - 16 * (NV - 1))) - 1);
-    __m512 acc[AF_GEMV_PANELS][2];
+    __m512 acc[AF_GEMV_PANELS][MAX_NV];
 #pragma GCC unroll 8
     for (int p = 0; p < NP; p++)
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int u = 0; u < NV; u++) acc[p][u] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k++, a += w) {
         const __m512 vk = _mm512_set1_ps(v[k]);
 #pragma GCC unroll 8
         for (int p = 0; p < NP; p++)
-#pragma GCC unroll 2
+#pragma GCC unroll 3
             for (int u = 0; u < NV; u++) {
                 const float *src = a + p * ps + 16 * u;
                 const __m512 x = u == NV - 1 ? _mm512_maskz_loadu_ps(last, src) : _mm512_loadu_ps(src);
@@ -349,7 +379,7 @@ TARGET static inline __attribute__((always_inline)) void gemv_panels(const int N
     }
 #pragma GCC unroll 8
     for (int p = 0; p < NP; p++)
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int u = 0; u < NV; u++)
             _mm512_mask_storeu_ps(out + p * w + 16 * u, u == NV - 1 ? last : (__mmask16)0xffff, acc[p][u]);
 }
@@ -357,6 +387,17 @@ TARGET static inline __attribute__((always_inline)) void gemv_panels(const int N
 #define GEMV_LANES 16
 #define GEMV_NAME gemv_avx512
 #include "kernels/gemm/gemv_dispatch.h"
+
+/* The 48-wide panels' gemv: three vectors a panel, three panels at a time (nine chains). */
+TARGET static void gemv_wide(const float *a, int64_t ps, int w, int n_panels, int64_t kc, const float *v, float *out) {
+    for (; n_panels > 0; n_panels -= 3, a += 3 * ps, out += 3 * w) {
+        switch (n_panels < 3 ? n_panels : 3) {
+        case 1: gemv_panels(1, 3, a, ps, w, kc, v, out); break;
+        case 2: gemv_panels(2, 3, a, ps, w, kc, v, out); break;
+        case 3: gemv_panels(3, 3, a, ps, w, kc, v, out); break;
+        }
+    }
+}
 
 const af_gemm_isa_cfg af_gemm_cfg_avx512 = {
     .mr = MR,
@@ -368,4 +409,15 @@ const af_gemm_isa_cfg af_gemm_cfg_avx512 = {
     .pack = pack_avx512,
     .epilogue = af_epilogue_apply_avx512,
     .gemv = gemv_avx512,
+};
+
+/* For B prepacked in 48-wide panels (af_gemm_pack_b_for_rows): no convolution tile. */
+const af_gemm_isa_cfg af_gemm_cfg_avx512_wide = {
+    .mr = WIDE_MR,
+    .nr = WIDE_NR,
+    .tile = af_f32_gemm_ukernel_8x48__avx512,
+    .fused = true,
+    .pack = pack_avx512,
+    .epilogue = af_epilogue_apply_avx512,
+    .gemv = gemv_wide,
 };

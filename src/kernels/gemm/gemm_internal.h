@@ -79,6 +79,7 @@ typedef void (*af_gemm_pack_fn)(const float *src, int64_t ld, int lanes_contiguo
  * time on one column or row of its tile; this keeps several panels' chains, and their memory
  * streams, in flight. */
 #define AF_GEMV_PANELS 8
+#define AF_GEMV_MAX_W 48 /* the widest panel */
 typedef void (*af_gemm_gemv_fn)(const float *panels, int64_t panel_stride, int w, int n_panels, int64_t kc,
                                 const float *v, float *out);
 
@@ -102,6 +103,8 @@ typedef struct af_gemm_isa_cfg {
 extern const af_gemm_isa_cfg af_gemm_cfg_scalar;
 extern const af_gemm_isa_cfg af_gemm_cfg_avx2;
 extern const af_gemm_isa_cfg af_gemm_cfg_avx512;
+/* AVX-512 with an 8x48 tile, for a B prepacked in 48-wide panels (af_gemm_pack_b_for_rows). */
+extern const af_gemm_isa_cfg af_gemm_cfg_avx512_wide;
 
 /* The configuration of an isa (already clamped to the CPU). */
 const af_gemm_isa_cfg *af_gemm_isa_cfg_for(af_isa isa);
@@ -118,6 +121,7 @@ void af_gemm_fused_at(const af_gemm_fused *f, int64_t m, int64_t n, af_gemm_fuse
 
 /* The tile functions under their XNNPACK-style names (the full tile is the fast path). */
 void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t);
+void af_f32_gemm_ukernel_8x48__avx512(const af_gemm_tile_args *t);
 void af_f32_gemm_ukernel_6x16__avx2(const af_gemm_tile_args *t);
 void af_f32_gemm_ukernel_4x4__scalar(const af_gemm_tile_args *t);
 void af_f32_conv_ukernel_14x32__avx512(const af_gemm_tile_args *t);
