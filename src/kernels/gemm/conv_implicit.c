@@ -112,18 +112,18 @@ static void phase_row(const implicit_run *r, const float *plane_in, float *dst, 
     memset(dst + hi, 0, (size_t)(p->wq - hi) * sizeof *dst);
 }
 
-static void phases_task(void *ctx, int ci, int thread) {
+/* Task: one phase plane of one input channel (a stem's 3 channels at stride 2 are 12 tasks, where
+ * 3 left one of two threads a third of the work). */
+static void phases_task(void *ctx, int task, int thread) {
     (void)thread;
     const implicit_run *r = ctx;
     const phases *p = &r->p;
-    const float *in = r->x + (int64_t)ci * r->h * r->w;
-    float *ch = (float *)r->planes + (int64_t)ci * p->chan_ld; /* the workspace: never in place here */
-    for (int64_t a = 0; a < p->na; a++)
-        for (int64_t b = 0; b < p->nb; b++) {
-            float *plane = ch + (a * p->nb + b) * p->plane;
-            for (int64_t i = 0; i < p->hq; i++) phase_row(r, in, plane + i * p->wq, i, a, b);
-            memset(plane + p->hq * p->wq, 0, (size_t)(p->plane - p->hq * p->wq) * sizeof *plane);
-        }
+    const int64_t ci = task / (p->na * p->nb), a = task / p->nb % p->na, b = task % p->nb;
+    const float *in = r->x + ci * r->h * r->w;
+    /* The workspace: never in place here. */
+    float *plane = (float *)r->planes + ci * p->chan_ld + (a * p->nb + b) * p->plane;
+    for (int64_t i = 0; i < p->hq; i++) phase_row(r, in, plane + i * p->wq, i, a, b);
+    memset(plane + p->hq * p->wq, 0, (size_t)(p->plane - p->hq * p->wq) * sizeof *plane);
 }
 
 /* Task (block of output rows, group of weight panels): every panel of the group over every tile
@@ -235,8 +235,8 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
     r.planes = r.p.in_place ? x : (const float *)((char *)workspace + offsets_bytes(c));
     choose_tasks(&r, af_threadpool_n_threads(pool));
     const int64_t blocks = ceil_div(r.rows, r.rows_per_block);
-    if (c->cin > INT32_MAX || blocks * r.n_groups > INT32_MAX) return AF_ERR_LIMIT;
-    if (!r.p.in_place) af_threadpool_run(pool, (int)c->cin, phases_task, &r);
+    if (c->cin * r.p.na * r.p.nb > INT32_MAX || blocks * r.n_groups > INT32_MAX) return AF_ERR_LIMIT;
+    if (!r.p.in_place) af_threadpool_run(pool, (int)(c->cin * r.p.na * r.p.nb), phases_task, &r);
     af_threadpool_run_affine(pool, (int)(blocks * r.n_groups), tile_task, &r); /* row blocks outermost */
     return AF_OK;
 }
