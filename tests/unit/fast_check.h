@@ -10,8 +10,9 @@
  *   int64_t bad = fx_compare(&f, AF_ISA_AVX2, pools, FX_EXACT, &name);  // -1: not covered
  *   fx_free(&f);
  *
- * Tolerance: |fast - ref| <= atol + rtol |ref| + ulps * ulp(ref); NaN matches NaN. Besides, the
- * fast kernel's output with a 1-thread and a 2-thread pool must agree bit for bit.
+ * Tolerance: |fast - ref| <= atol + rtol |ref| + ulps * ulp(ref); NaN matches NaN; outputs of other
+ * dtypes match exactly. Every output the node asks for is compared. Besides, the fast kernel's
+ * outputs with a 1-thread and a 2-thread pool must agree bit for bit.
  */
 #ifndef AF_TESTS_UNIT_FAST_CHECK_H
 #define AF_TESTS_UNIT_FAST_CHECK_H
@@ -262,10 +263,22 @@ static inline int64_t fx_compare(fx *f, af_isa isa, const fx_pools *pools, fx_to
         printf("  %s: a run failed (ref %d, fast %d/%d): %s\n", k.name, st, s1, s2, f->err.message);
         bad = 1;
     } else {
-        bad = fx_count_off(&one[0], &ref[0], tol, k.name);
-        if (ref[0].nbytes && memcmp(one[0].data, two[0].data, ref[0].nbytes)) {
-            printf("  %s: 1 and 2 threads differ\n", k.name);
-            bad++;
+        for (int o = 0; o < f->node.n_outputs; o++) { /* every output the node asks for */
+            if (f->out_ids[o] < 0) continue;
+            char what[96];
+            snprintf(what, sizeof what, "%s output %d", k.name, o);
+            if (ref[o].dtype != AF_DTYPE_FLOAT) { /* indices, masks: exact */
+                const bool same = one[o].dtype == ref[o].dtype && one[o].nbytes == ref[o].nbytes &&
+                                  (!ref[o].nbytes || !memcmp(one[o].data, ref[o].data, ref[o].nbytes));
+                if (!same) printf("  %s: differs from the reference\n", what);
+                bad += !same;
+            } else {
+                bad += fx_count_off(&one[o], &ref[o], tol, what);
+            }
+            if (ref[o].nbytes && memcmp(one[o].data, two[o].data, ref[o].nbytes)) {
+                printf("  %s: 1 and 2 threads differ\n", what);
+                bad++;
+            }
         }
     }
     fx_free_outputs(f, ref);

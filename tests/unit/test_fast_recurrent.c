@@ -99,39 +99,6 @@ static void rnn_node(fx *f, const rnn_case *c) {
 
 /* Runs the reference and the fast kernel for isa on both pools and compares every output present;
  * -1 when the fast kernel declined or has another name than `want`. */
-static int64_t compare_outputs(fx *f, af_isa isa, const fx_pools *pools, const char *want) {
-    af_kernel k;
-    if (!fx_prepare(f, isa, &k)) return -1;
-    if (strcmp(k.name, want)) {
-        printf("  kernel '%s', expected '%s'\n", k.name, want);
-        af_kernel_release(&k);
-        return -1;
-    }
-    af_tensor ref[FX_MAX_OUT], one[FX_MAX_OUT], two[FX_MAX_OUT];
-    int64_t bad = 0;
-    af_status st = fx_run_reference(f, ref);
-    af_status s1 = fx_run_fast(f, &k, pools->one, one), s2 = fx_run_fast(f, &k, pools->two, two);
-    if (st != AF_OK || s1 != AF_OK || s2 != AF_OK) {
-        printf("  %s: a run failed (ref %d, fast %d/%d): %s\n", k.name, st, s1, s2, f->err.message);
-        bad = 1;
-    } else {
-        for (int o = 0; o < f->node.n_outputs; o++) {
-            if (f->out_ids[o] < 0) continue;
-            const char *what[] = {"Y", "Y_h", "Y_c"};
-            bad += fx_count_off(&one[o], &ref[o], rnn_tol, what[o]);
-            if (ref[o].nbytes && memcmp(one[o].data, two[o].data, ref[o].nbytes)) {
-                printf("  %s: 1 and 2 threads differ\n", what[o]);
-                bad++;
-            }
-        }
-    }
-    fx_free_outputs(f, ref);
-    fx_free_outputs(f, one);
-    fx_free_outputs(f, two);
-    af_kernel_release(&k);
-    return bad;
-}
-
 static void check_case(const rnn_case *c, const char *label) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
@@ -141,7 +108,12 @@ static void check_case(const rnn_case *c, const char *label) {
     for (int i = 0; i < n; i++) {
         fx f;
         rnn_node(&f, c);
-        int64_t bad = compare_outputs(&f, isas[i], &pools, want);
+        const char *name = NULL;
+        int64_t bad = fx_compare(&f, isas[i], &pools, rnn_tol, &name);
+        if (bad >= 0 && (!name || strcmp(name, want))) {
+            printf("  kernel '%s', expected '%s'\n", name ? name : "(none)", want);
+            bad = -1;
+        }
         if (bad) printf("  %s (isa %s): %lld off\n", label, af_isa_name(isas[i]), (long long)bad);
         CHECK(bad == 0);
         fx_free(&f);
