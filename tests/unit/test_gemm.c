@@ -333,7 +333,8 @@ AF_TEST(gemm_every_epilogue_op) {
 }
 
 /* B packed for many rows (48-wide panels and the 8x48 tile on AVX-512) against the reference
- * and, bit for bit, against B packed for the 14x32 tile and B unpacked, at 1 and 2 threads: rows
+ * and, bit for bit, against B packed for the 14x32 tile and B unpacked, at 1 and 2 threads (two
+ * threads pack A once for all tasks, see shared_a in gemm.c): rows
  * and columns around the 8-row and 48-column edges, K over one and two blocks, B transposed or
  * not, epilogues in registers (bias, ReLU) and after the store (GELU); M = 1 runs the gemv. A
  * prepacked A of the other tile is refused. */
@@ -377,13 +378,13 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
                                      (long long)c.M, (long long)c.N, (long long)c.K);
                     gcase narrow = c;
                     narrow.wide_rows = 0;
-                    for (int u = 0; u < 2; u++) {
-                        narrow.pack_b = u == 0;
-                        CHECK(run_ours(&narrow, &g, (af_isa)isa, NULL) == AF_OK);
+                    for (int u = 0; u < 3; u++) { /* narrow at 1 and 2 threads, unpacked */
+                        narrow.pack_b = u < 2;
+                        CHECK(run_ours(&narrow, &g, (af_isa)isa, u == 1 ? pool2 : NULL) == AF_OK);
                         if (memcmp(wide, g.C, g.nc * sizeof(float)) != 0)
                             af_test_fail(__FILE__, __LINE__, "%s M=%lld N=%lld K=%lld: wide differs from %s",
                                          af_isa_name(isa), (long long)c.M, (long long)c.N, (long long)c.K,
-                                         u == 0 ? "narrow" : "unpacked");
+                                         u == 0 ? "narrow" : u == 1 ? "narrow at 2 threads" : "unpacked");
                     }
                 }
                 cases++;
@@ -391,6 +392,23 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
                 free_bufs(&g);
             }
     CHECK(cases == 9 * 7 * 2);
+    { /* two threads, A packed by both, without a workspace given: the GEMM allocates one */
+        gcase c = {.M = 40, .N = 100, .K = 300, .batch = 1, .pack_b = true, .wide_rows = 40, .alpha = 1.0f,
+                   .sa = -1, .sb = -1, .sc = -1};
+        gbufs g;
+        if (make_bufs(&c, &g)) {
+            af_gemm_packed *pb = NULL;
+            CHECK(af_gemm_pack_b_for_rows(af_cpu_isa(), 40, 1, 300, 100, g.B, g.ldb, false, 0, &pb) == AF_OK);
+            af_gemm_desc d = af_gemm_desc_default();
+            d.M = 40, d.N = 100, d.K = 300, d.A = g.A, d.lda = g.lda, d.packed_b = pb, d.C = g.C, d.ldc = g.ldc;
+            memcpy(g.C, g.C0, g.nc * sizeof(float));
+            CHECK(af_sgemm(&d, pool2) == AF_OK);
+            reference(&c, &g);
+            compare(&c, &g, af_cpu_isa(), __LINE__);
+            af_gemm_packed_free(pb);
+            free_bufs(&g);
+        }
+    }
     if (af_cpu_info_get()->isa_max >= AF_ISA_AVX512) { /* operands packed for different tiles */
         float a[8 * 4] = {0}, b[4 * 48] = {0}, cm[8 * 48];
         af_gemm_packed *pa = NULL, *pb = NULL;

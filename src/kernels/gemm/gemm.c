@@ -180,6 +180,21 @@ static int64_t ws_floats_per_thread(const af_gemm_desc *d, const af_gemm_isa_cfg
     return (n + 15) & ~(int64_t)15; /* keep each thread's slice 64-byte aligned */
 }
 
+/* Two threads or more, B prepacked and A not, one batch item whose rows fit one row block (a
+ * transformer's linear layers): A is packed once, by all threads, into the workspace in a
+ * prepacked operand's layout, and the GEMM then runs on it as on a prepacked A. Packing in each
+ * task instead repeated it per task (each task's A is all of A's rows), so a GEMM took one task
+ * per thread, and a thread the host slowed left the other nothing to take over: BERT-base at two
+ * threads beside a busy process took 7% longer than with two tasks per thread. */
+static bool shared_a(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg, const blocking *bl, int n_threads) {
+    return n_threads > 1 && d->packed_b && !d->packed_a && d->batch == 1 && d->K > 0 &&
+           ceil_div(d->M, cfg->mr) * cfg->mr <= bl->mc;
+}
+
+static int64_t shared_a_floats(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg) {
+    return (ceil_div(d->M, cfg->mr) * cfg->mr * d->K + 15) & ~(int64_t)15;
+}
+
 /* Splits each batch item's C into n_mt x n_nt tasks for n_threads threads. The pool hands tasks
  * out dynamically, so several tasks per thread keep the threads busy to the end even when one of
  * them is slowed (a shared machine); the grid minimizes the estimated time of the slowest thread:
@@ -196,12 +211,7 @@ static void choose_tasks(gemm_run *r, int n_threads) {
     const int64_t mp = ceil_div(d->M, mr), np = ceil_div(d->N, nr);
     r->n_mt = r->n_nt = 1;
     if (n_threads > 1) {
-        /* Every task packs the rows of A it reads: with B prepacked (the weights) and A the
-         * activations, a task's A is all of its rows of A, so a second task per thread packs it
-         * again (and, at two threads, re-reads the half the other core wrote). BERT-base at two
-         * threads ran 3-5% faster on one task per thread. */
-        const int64_t per_thread = d->packed_b && !d->packed_a ? 1 : TASKS_PER_THREAD;
-        const int64_t want = min64(per_thread * n_threads, d->batch * mp * np);
+        const int64_t want = min64((int64_t)TASKS_PER_THREAD * n_threads, d->batch * mp * np);
         double best = -1;
         for (int64_t sm = 1; sm <= mp && sm <= want; sm++) {
             for (int64_t sn = 1; sn <= np && sm * sn <= 2 * want; sn++) {
@@ -647,7 +657,37 @@ size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads) {
     const af_gemm_isa_cfg *cfg = desc_cfg(d, af_cpu_isa_clamp(d->isa));
     if (d->M <= 0 || d->N <= 0 || d->K <= 0 || d->batch <= 0) return 0;
     const blocking bl = choose_blocking(cfg, d->K);
+    if (shared_a(d, cfg, &bl, n_threads)) return (size_t)shared_a_floats(d, cfg) * sizeof(float);
     return (size_t)ws_floats_per_thread(d, cfg, &bl) * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
+}
+
+typedef struct pack_a_run {
+    const af_gemm_desc *d;
+    const af_gemm_isa_cfg *cfg;
+    float *dst;
+} pack_a_run;
+
+/* Panel p of op(A) over the whole K, where a prepacked A keeps it. */
+static void pack_a_task(void *ctx, int p, int thread) {
+    (void)thread;
+    const pack_a_run *r = ctx;
+    const af_gemm_desc *d = r->d;
+    const int64_t mr = r->cfg->mr, m0 = (int64_t)p * mr;
+    r->cfg->pack(panel_src(d->A, d->lda, d->trans_a, m0), d->lda, d->trans_a, min64(mr, d->M - m0), (int)mr, d->K,
+                 r->dst + m0 * d->K);
+}
+
+af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool);
+
+/* d without a workspace: af_sgemm with one of its own. */
+static af_status sgemm_own(const af_gemm_desc *d, af_threadpool *pool) {
+    af_gemm_desc own = *d;
+    own.workspace_size = af_sgemm_workspace_size(d, af_threadpool_n_threads(pool));
+    own.workspace = af_malloc_aligned(own.workspace_size);
+    if (!own.workspace) return AF_ERR_OUT_OF_MEMORY;
+    const af_status st = af_sgemm(&own, pool);
+    af_free_aligned(own.workspace);
+    return st;
 }
 
 af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
@@ -662,6 +702,24 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
         return AF_OK;
     }
     r.bl = choose_blocking(r.cfg, d->K);
+    af_gemm_desc with_a; /* d with A packed by all threads into the workspace (see shared_a) */
+    af_gemm_packed view;
+    if (shared_a(d, r.cfg, &r.bl, n_threads)) {
+        const size_t bytes = (size_t)shared_a_floats(d, r.cfg) * sizeof(float);
+        if (!d->workspace || d->workspace_size < bytes) return d->workspace ? AF_ERR_INVALID_ARGUMENT : sgemm_own(d, pool);
+        const int64_t panels = ceil_div(d->M, r.cfg->mr);
+        if (panels > INT32_MAX) return AF_ERR_INVALID_ARGUMENT;
+        pack_a_run pr = {.d = d, .cfg = r.cfg, .dst = d->workspace};
+        af_threadpool_run_affine(pool, (int)panels, pack_a_task, &pr);
+        view = (af_gemm_packed){.isa = isa, .cfg = r.cfg, .is_b = false, .w = r.cfg->mr, .batch = 1, .rows = d->M,
+                                .K = d->K, .item_stride = panels * r.cfg->mr * d->K, .bytes = bytes,
+                                .data = d->workspace};
+        with_a = *d;
+        with_a.packed_a = &view;
+        with_a.workspace = NULL;
+        with_a.workspace_size = 0;
+        r.d = d = &with_a;
+    }
     choose_tasks(&r, n_threads);
     r.rows_outer = choose_order(&r);
     /* With B prepacked and the task's rows in one row block, a column block buys nothing (each
