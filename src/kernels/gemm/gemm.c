@@ -14,7 +14,7 @@ struct af_gemm_packed {
     af_isa isa;
     const af_gemm_isa_cfg *cfg; /* the tile its panels are for */
     bool is_b;           /* panels of NR columns of op(B); else of MR rows of op(A) */
-    int w;               /* panel width (MR or NR of isa) */
+    int w;               /* panel width (MR or NR of cfg) */
     int64_t batch;       /* 1: shared by every batch item */
     int64_t rows, K;     /* rows: M for A, N for B */
     int64_t item_stride; /* floats per batch item: panels * K * w */

@@ -232,8 +232,8 @@ TARGET void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t) {
     row_kernels[mr][nr > 16](t);
 }
 
-/* The 8x48 tile function: the full kernel or the variant for an edge tile (the masked vectors of
- * a narrower tail cost less here than in the 14x32 tile, two B vectors in three being full). */
+/* The 8x48 tile function: the full kernel, or for an edge tile the row kernel of its rows and
+ * vectors, the last vector masked to its columns (no column kernel here). */
 TARGET void af_f32_gemm_ukernel_8x48__avx512(const af_gemm_tile_args *t) {
     if (t->mr == WIDE_MR && t->nr == WIDE_NR) {
         UKERNEL_WIDE(WIDE_MR, 3, t);
