@@ -336,7 +336,8 @@ AF_TEST(gemm_every_epilogue_op) {
  * and, bit for bit, against B packed for the 14x32 tile and B unpacked, at 1 and 2 threads (two
  * threads pack A once for all tasks, see shared_a in gemm.c): rows
  * and columns around the 8-row and 48-column edges, K over one and two blocks, B transposed or
- * not, epilogues in registers (bias, ReLU) and after the store (GELU); M = 1 runs the gemv. A
+ * not, A transposed or not, epilogues in registers (bias, ReLU) and after the store (GELU); M = 1
+ * runs the gemv. A
  * prepacked A of the other tile is refused. */
 AF_TEST(gemm_wide_panels_match_narrow_bits) {
     fill_vectors();
@@ -356,7 +357,8 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
         for (int ni = 0; ni < 7; ni++)
             for (int ki = 0; ki < 2; ki++) {
                 const int v = (mi + ni + ki) % 3;
-                gcase c = {.M = ms[mi], .N = ns[ni], .K = ks[ki], .batch = 1, .trans_b = (mi + ni) & 1,
+                gcase c = {.M = ms[mi], .N = ns[ni], .K = ks[ki], .batch = 1, .trans_a = (mi + ki) & 1,
+                           .trans_b = (mi + ni) & 1,
                            .pack_b = true, .wide_rows = ms[mi] > 1 ? ms[mi] : 0, .alpha = 1.0f, .beta = ki ? 0.5f : 0.0f,
                            .sa = -1, .sb = -1, .sc = -1, .epi = v == 1 ? &in_regs : v == 2 ? &after : NULL};
                 gbufs g;
