@@ -334,11 +334,10 @@ AF_TEST(gemm_every_epilogue_op) {
 
 /* B packed for many rows (48-wide panels and the 8x48 tile on AVX-512) against the reference
  * and, bit for bit, against B packed for the 14x32 tile and B unpacked, at 1 and 2 threads (two
- * threads pack A once for all tasks, see shared_a in gemm.c): rows
- * and columns around the 8-row and 48-column edges, K over one and two blocks, B transposed or
- * not, A transposed or not, epilogues in registers (bias, ReLU) and after the store (GELU); M = 1
- * runs the gemv. A
- * prepacked A of the other tile is refused. */
+ * threads pack A once for all tasks, see shared_a in gemm.c): rows and columns around the 8-row
+ * and 48-column edges, K over one and two blocks, A and B transposed or not, epilogues in
+ * registers (bias, ReLU) and after the store (GELU); M = 1 runs the gemv. A prepacked A of the
+ * other tile is refused. */
 AF_TEST(gemm_wide_panels_match_narrow_bits) {
     fill_vectors();
     af_threadpool *pool2 = NULL;
