@@ -8,6 +8,8 @@
  * AT_TAIL(n) (mask of the first n lanes), AT_FMA(a, b, c) (a*b + c), AT_MUL, AT_ADD, AT_SUB,
  * AT_MAX, AT_DIV, AT_EXP(v); AT_KR keys x AT_NVMAX (2 or 4) query vectors per QK^T block, AT_QR
  * queries x AT_DVMAX (2 or 4) vectors of head_dim per P V block; AT_TILE_FN, the entry point.
+ * Optional: AT_Q_TRANSPOSE(q, q_row_stride, rows, D, qt, T, nvr), the tile's Q^T in vector code
+ * (else a scalar loop).
  * Every sum runs over one index in increasing order, whatever the block sizes, so results do not
  * depend on the tiling.
  */
@@ -158,12 +160,16 @@ AT_TARGET void AT_TILE_FN(const af_attention_desc *d, const af_attention_plan *p
 
     /* Q^T of the tile; lanes past the last row are zero (their scores are computed, never used). */
     const float *q = d->q + b * d->q_batch_stride + h * d->q_head_stride + i0 * d->q_row_stride;
+#ifdef AT_Q_TRANSPOSE
+    AT_Q_TRANSPOSE(q, d->q_row_stride, rows, D, qt, T, nvr);
+#else
     for (int64_t l = 0; l < rows; l++) {
         const float *ql = q + l * d->q_row_stride;
         for (int64_t e = 0; e < D; e++) qt[e * T + l] = ql[e];
     }
     for (int64_t l = rows; l < (int64_t)nvr * AT_W; l++)
         for (int64_t e = 0; e < D; e++) qt[e * T + l] = 0.0f;
+#endif
 
     /* scores = scale * Q K^T + mask, transposed: st[j * T + l]. A mask shared by every query row
      * is added in the block's store; a per-row one afterwards, one query lane at a time. */
