@@ -90,7 +90,7 @@ FV_TARGET static void FV_NAME(f32_pool2d_plane)(const af_pool2d *g, const float 
         if (g->max && rows > 1 && g->w <= PL_ROW_MAX) {
             /* The rows' maximum first, then the window along it: each input vector is loaded once
              * per output row instead of once per tap, and the strided loads run on one row, not
-             * kh (ResNet-50's 3x3 stride-2 pool over 112x112: see the commit). NaN taps are
+             * kh (ResNet-50's 3x3 stride-2 pool over 112x112x64: 0.36 -> 0.15 ms). NaN taps are
              * skipped in any order, so the result is the per-tap loop's. */
             float vrow[PL_ROW_MAX];
             int64_t j = 0;
