@@ -653,12 +653,17 @@ static af_status check_desc(const af_gemm_desc *d, af_isa isa) {
     return AF_OK;
 }
 
+/* Workspace bytes of d on n_threads threads: the shared packed A, or each thread's blocks. */
+static size_t workspace_bytes(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg, const blocking *bl, int n_threads) {
+    if (shared_a(d, cfg, bl, n_threads)) return (size_t)shared_a_floats(d, cfg) * sizeof(float);
+    return (size_t)ws_floats_per_thread(d, cfg, bl) * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
+}
+
 size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads) {
     const af_gemm_isa_cfg *cfg = desc_cfg(d, af_cpu_isa_clamp(d->isa));
     if (d->M <= 0 || d->N <= 0 || d->K <= 0 || d->batch <= 0) return 0;
     const blocking bl = choose_blocking(cfg, d->K);
-    if (shared_a(d, cfg, &bl, n_threads)) return (size_t)shared_a_floats(d, cfg) * sizeof(float);
-    return (size_t)ws_floats_per_thread(d, cfg, &bl) * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
+    return workspace_bytes(d, cfg, &bl, n_threads);
 }
 
 typedef struct pack_a_run {
@@ -677,19 +682,6 @@ static void pack_a_task(void *ctx, int p, int thread) {
                  r->dst + m0 * d->K);
 }
 
-af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool);
-
-/* d without a workspace: af_sgemm with one of its own. */
-static af_status sgemm_own(const af_gemm_desc *d, af_threadpool *pool) {
-    af_gemm_desc own = *d;
-    own.workspace_size = af_sgemm_workspace_size(d, af_threadpool_n_threads(pool));
-    own.workspace = af_malloc_aligned(own.workspace_size);
-    if (!own.workspace) return AF_ERR_OUT_OF_MEMORY;
-    const af_status st = af_sgemm(&own, pool);
-    af_free_aligned(own.workspace);
-    return st;
-}
-
 af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
     if (!d) return AF_ERR_INVALID_ARGUMENT;
     const af_isa isa = af_cpu_isa_clamp(d->isa);
@@ -702,23 +694,26 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
         return AF_OK;
     }
     r.bl = choose_blocking(r.cfg, d->K);
+    const size_t need = d->K > 0 ? workspace_bytes(d, r.cfg, &r.bl, n_threads) : 0;
+    void *own = NULL;
+    if (need && (!d->workspace || d->workspace_size < need)) {
+        if (d->workspace) return AF_ERR_INVALID_ARGUMENT;
+        own = af_malloc_aligned(need);
+        if (!own) return AF_ERR_OUT_OF_MEMORY;
+    }
+    r.ws = own ? own : d->workspace;
     af_gemm_desc with_a; /* d with A packed by all threads into the workspace (see shared_a) */
     af_gemm_packed view;
     if (shared_a(d, r.cfg, &r.bl, n_threads)) {
-        const size_t bytes = (size_t)shared_a_floats(d, r.cfg) * sizeof(float);
-        if (!d->workspace || d->workspace_size < bytes) return d->workspace ? AF_ERR_INVALID_ARGUMENT : sgemm_own(d, pool);
+        /* A's rows fit one row block, so its panels are few. */
         const int64_t panels = ceil_div(d->M, r.cfg->mr);
-        if (panels > INT32_MAX) return AF_ERR_INVALID_ARGUMENT;
-        pack_a_run pr = {.d = d, .cfg = r.cfg, .dst = d->workspace};
+        pack_a_run pr = {.d = d, .cfg = r.cfg, .dst = r.ws};
         af_threadpool_run_affine(pool, (int)panels, pack_a_task, &pr);
         view = (af_gemm_packed){.isa = isa, .cfg = r.cfg, .is_b = false, .w = r.cfg->mr, .batch = 1, .rows = d->M,
-                                .K = d->K, .item_stride = panels * r.cfg->mr * d->K, .bytes = bytes,
-                                .data = d->workspace};
+                                .K = d->K, .item_stride = panels * r.cfg->mr * d->K, .bytes = need, .data = r.ws};
         with_a = *d;
         with_a.packed_a = &view;
-        with_a.workspace = NULL;
-        with_a.workspace_size = 0;
-        r.d = d = &with_a;
+        r.d = d = &with_a; /* both operands packed now: no per-thread blocks */
     }
     choose_tasks(&r, n_threads);
     r.rows_outer = choose_order(&r);
@@ -728,16 +723,11 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
      * task's columns packs them once. */
     if (d->packed_b && r.tm <= r.bl.mc) r.bl.nc = r.tn;
     const int64_t n_tasks = d->batch * r.n_mt * r.n_nt;
-    if (n_tasks > INT32_MAX) return AF_ERR_INVALID_ARGUMENT;
-    r.ws_floats = d->K > 0 ? ws_floats_per_thread(d, r.cfg, &r.bl) : 0;
-    const size_t need = (size_t)r.ws_floats * sizeof(float) * (size_t)n_threads;
-    void *own = NULL;
-    if (need && (!d->workspace || d->workspace_size < need)) {
-        if (d->workspace) return AF_ERR_INVALID_ARGUMENT;
-        own = af_malloc_aligned(need);
-        if (!own) return AF_ERR_OUT_OF_MEMORY;
+    if (n_tasks > INT32_MAX) {
+        af_free_aligned(own);
+        return AF_ERR_INVALID_ARGUMENT;
     }
-    r.ws = own ? own : d->workspace;
+    r.ws_floats = d->K > 0 ? ws_floats_per_thread(d, r.cfg, &r.bl) : 0;
     /* Tasks along N only are column bands of equal width: each thread keeps its band from one
      * kernel to the next (a 1x1 convolution's pixels). A grid split along M too may have shares
      * of unequal rows (MR granularity), where dynamic claiming balances them. */

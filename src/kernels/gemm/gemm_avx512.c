@@ -386,18 +386,8 @@ TARGET static inline __attribute__((always_inline)) void gemv_panels(const int N
 
 #define GEMV_LANES 16
 #define GEMV_NAME gemv_avx512
+#define GEMV_THREE_VECTORS /* the 8x48 tile's 48-wide panels */
 #include "kernels/gemm/gemv_dispatch.h"
-
-/* The 48-wide panels' gemv: three vectors a panel, three panels at a time (nine chains). */
-TARGET static void gemv_wide(const float *a, int64_t ps, int w, int n_panels, int64_t kc, const float *v, float *out) {
-    for (; n_panels > 0; n_panels -= 3, a += 3 * ps, out += 3 * w) {
-        switch (n_panels < 3 ? n_panels : 3) {
-        case 1: gemv_panels(1, 3, a, ps, w, kc, v, out); break;
-        case 2: gemv_panels(2, 3, a, ps, w, kc, v, out); break;
-        case 3: gemv_panels(3, 3, a, ps, w, kc, v, out); break;
-        }
-    }
-}
 
 const af_gemm_isa_cfg af_gemm_cfg_avx512 = {
     .mr = MR,
@@ -419,5 +409,5 @@ const af_gemm_isa_cfg af_gemm_cfg_avx512_wide = {
     .fused = true,
     .pack = pack_avx512,
     .epilogue = af_epilogue_apply_avx512,
-    .gemv = gemv_wide,
+    .gemv = gemv_avx512,
 };

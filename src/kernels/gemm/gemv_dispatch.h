@@ -1,8 +1,9 @@
 /*
  * The gemv entry point (af_gemm_isa_cfg.gemv) of one ISA file, written once. The including file
- * defines TARGET, GEMV_LANES (floats per vector) and GEMV_NAME (the function's name; both are
- * undefined here after use), and before the include gemv_panels(NP, NV, a, ps, w, kc, v, out)
- * for NP <= AF_GEMV_PANELS panels of NV <= 2 vectors each.
+ * defines TARGET, GEMV_LANES (floats per vector), GEMV_NAME (the function's name) and, where its
+ * panels can be three vectors wide, GEMV_THREE_VECTORS (all undefined here after use), and before
+ * the include gemv_panels(NP, NV, a, ps, w, kc, v, out) for NP <= AF_GEMV_PANELS panels of NV
+ * vectors each (NV <= 3 with GEMV_THREE_VECTORS, else 2).
  */
 #define GEMV_CASE(NP, NV)                                                                          \
     case NP: gemv_panels(NP, NV, a, ps, w, kc, v, out); break;
@@ -15,6 +16,16 @@ TARGET static void GEMV_NAME(const float *a, int64_t ps, int w, int n_panels, in
         }
         return;
     }
+#ifdef GEMV_THREE_VECTORS
+    if (w > 2 * GEMV_LANES) { /* three vectors a panel (the 8x48 tile's): three panels, nine chains */
+        for (; n_panels > 0; n_panels -= 3, a += 3 * ps, out += 3 * w) {
+            switch (n_panels < 3 ? n_panels : 3) {
+                GEMV_CASE(1, 3) GEMV_CASE(2, 3) GEMV_CASE(3, 3)
+            }
+        }
+        return;
+    }
+#endif
     /* Two vectors a panel: four panels at a time keep eight chains going. */
     for (; n_panels > 0; n_panels -= 4, a += 4 * ps, out += 4 * w) {
         switch (n_panels < 4 ? n_panels : 4) {
@@ -25,3 +36,4 @@ TARGET static void GEMV_NAME(const float *a, int64_t ps, int w, int n_panels, in
 #undef GEMV_CASE
 #undef GEMV_LANES
 #undef GEMV_NAME
+#undef GEMV_THREE_VECTORS
