@@ -97,8 +97,8 @@ static void rnn_node(fx *f, const rnn_case *c) {
     f->dynamic = c->dynamic;
 }
 
-/* Runs the reference and the fast kernel for isa on both pools and compares every output present;
- * -1 when the fast kernel declined or has another name than `want`. */
+/* The case on every ISA level: the reference against the fast kernel on both pools, every output
+ * present compared (fx_compare), and the fast kernel must be the op's own (not declined). */
 static void check_case(const rnn_case *c, const char *label) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
