@@ -26,7 +26,8 @@
 typedef struct gcase {
     int64_t M, N, K, batch;
     bool trans_a, trans_b, pack_a, pack_b;
-    int64_t wide_rows;            /* pack_b: af_gemm_pack_b_for_rows with this row hint; 0: af_gemm_pack_b */
+    bool for_rows;                /* pack_b: af_gemm_pack_b_for_rows with rows_hint, not af_gemm_pack_b */
+    int64_t rows_hint;            /* 0: unknown */
     int64_t pad_a, pad_b, pad_c;  /* extra leading-dimension elements */
     int64_t sa, sb, sc;           /* batch strides; -1: contiguous items, 0: broadcast */
     bool c_interleaved;           /* C items side by side in one wide row (attention heads) */
@@ -141,9 +142,9 @@ static af_status run_ours(const gcase *c, gbufs *g, af_isa isa, af_threadpool *p
     if (c->pack_a && c->K > 0)
         st = af_gemm_pack_a(isa, g->sa ? c->batch : 1, c->M, c->K, g->A, g->lda, c->trans_a, g->sa, &pa);
     if (st == AF_OK && c->pack_b && c->K > 0)
-        st = c->wide_rows ? af_gemm_pack_b_for_rows(isa, c->wide_rows, g->sb ? c->batch : 1, c->K, c->N, g->B, g->ldb,
-                                                    c->trans_b, g->sb, &pb)
-                          : af_gemm_pack_b(isa, g->sb ? c->batch : 1, c->K, c->N, g->B, g->ldb, c->trans_b, g->sb, &pb);
+        st = c->for_rows ? af_gemm_pack_b_for_rows(isa, c->rows_hint, g->sb ? c->batch : 1, c->K, c->N, g->B, g->ldb,
+                                                   c->trans_b, g->sb, &pb)
+                         : af_gemm_pack_b(isa, g->sb ? c->batch : 1, c->K, c->N, g->B, g->ldb, c->trans_b, g->sb, &pb);
     d.packed_a = pa, d.packed_b = pb;
     void *ws = NULL;
     if (st == AF_OK) {
@@ -349,16 +350,17 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
     af_epilogue_init(&after);
     CHECK(af_epilogue_vec(&after, AF_EPI_BIAS_COL, vec_n[0], NULL) == AF_OK);
     CHECK(af_epilogue_unary(&after, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
-    static const int64_t ms[] = {1, 2, 7, 8, 9, 16, 17, 33, 128}, ns[] = {1, 16, 17, 47, 48, 49, 80};
+    static const int64_t ms[] = {1, 2, 7, 8, 9, 16, 17, 33, 128}, ns[] = {1, 16, 17, 47, 48, 49, 80, 150};
     static const int64_t ks[] = {5, 769};
     int cases = 0;
     for (int mi = 0; mi < 9; mi++)
-        for (int ni = 0; ni < 7; ni++)
+        for (int ni = 0; ni < 8; ni++)
             for (int ki = 0; ki < 2; ki++) {
-                const int v = (mi + ni + ki) % 3;
+                const int v = ns[ni] <= 80 ? (mi + ni + ki) % 3 : 0; /* vec_n has 80 columns */
                 gcase c = {.M = ms[mi], .N = ns[ni], .K = ks[ki], .batch = 1, .trans_a = (mi + ki) & 1,
                            .trans_b = (mi + ni) & 1,
-                           .pack_b = true, .wide_rows = ms[mi] > 1 ? ms[mi] : 0, .alpha = 1.0f, .beta = ki ? 0.5f : 0.0f,
+                           .pack_b = true, .for_rows = true, .rows_hint = ms[mi] > 1 ? ms[mi] : 0, /* 1: unknown */
+                           .alpha = 1.0f, .beta = ki ? 0.5f : 0.0f,
                            .sa = -1, .sb = -1, .sc = -1, .epi = v == 1 ? &in_regs : v == 2 ? &after : NULL};
                 gbufs g;
                 if (!make_bufs(&c, &g)) {
@@ -378,7 +380,7 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
                         af_test_fail(__FILE__, __LINE__, "%s M=%lld N=%lld K=%lld: 2 threads differ", af_isa_name(isa),
                                      (long long)c.M, (long long)c.N, (long long)c.K);
                     gcase narrow = c;
-                    narrow.wide_rows = 0;
+                    narrow.for_rows = false;
                     for (int u = 0; u < 3; u++) { /* narrow at 1 and 2 threads, unpacked */
                         narrow.pack_b = u < 2;
                         CHECK(run_ours(&narrow, &g, (af_isa)isa, u == 1 ? pool2 : NULL) == AF_OK);
@@ -392,9 +394,10 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
                 af_free(wide);
                 free_bufs(&g);
             }
-    CHECK(cases == 9 * 7 * 2);
+    CHECK(cases == 9 * 8 * 2);
     { /* two threads, A packed by both, without a workspace given: the GEMM allocates one */
-        gcase c = {.M = 40, .N = 100, .K = 300, .batch = 1, .pack_b = true, .wide_rows = 40, .alpha = 1.0f,
+        gcase c = {.M = 40, .N = 100, .K = 300, .batch = 1, .pack_b = true, .for_rows = true, .rows_hint = 40,
+                   .alpha = 1.0f,
                    .sa = -1, .sb = -1, .sc = -1};
         gbufs g;
         if (make_bufs(&c, &g)) {
