@@ -233,6 +233,7 @@ AF_TEST(fast_conv_winograd_matches_reference) {
         {1, 20, 16, 26, 34, 3, 1, 0, 1, true, 0, 0},  /* no padding */
         {1, 17, 33, 27, 27, 3, 1, 2, 1, true, 0, 1},  /* pads 2 and 1 */
         {1, 64, 64, 56, 56, 3, 1, 1, 1, true, 0, 0},  /* ResNet-50's first stage */
+        {1, 16, 16, 9, 133, 3, 1, 1, 1, true, 0, 2},  /* rows of 3 vectors of tiles, the last partial */
     };
     check_cases(cases, sizeof cases / sizeof cases[0], winograd_kernel, winograd_tol);
 }
@@ -243,6 +244,7 @@ AF_TEST(fast_conv_winograd_2x2_matches_reference) {
         {1, 32, 48, 14, 14, 3, 1, 1, 1, true, 0, 0},  /* ResNet-50's 14x14 planes, 1.5 panels */
         {2, 16, 20, 11, 13, 3, 1, 1, 1, true, 0, 0},  /* odd sides: partial tiles, batch 2 */
         {1, 24, 17, 15, 15, 3, 1, 0, 1, true, 0, 0},  /* no padding: 13x13 */
+        {1, 16, 16, 3, 71, 3, 1, 1, 1, true, 0, 0},   /* rows of 3 vectors of tiles, the last partial */
     };
     check_cases(cases, sizeof cases / sizeof cases[0], winograd_2x2_kernel, winograd_tol);
 }

@@ -99,15 +99,21 @@ FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
 #include "kernels/fast/elementwise_body.h"
 #include "kernels/fast/norm_body.h"
 #include "kernels/fast/pool_body.h"
-/* For winograd_body.h: splits 64 floats at p by index mod 4, out[b] lane u = p[4 u + b]. */
+/* For winograd_body.h: lanes i = x[c + i] where 0 <= c + i < w, zero elsewhere (the expand load
+ * fills the lanes in range from consecutive floats, never reading outside the row). */
+FV_INLINE fv_v fv_load_window(const float *x, int64_t c, int64_t w) {
+    if (c >= 0 && c + 16 <= w) return _mm512_loadu_ps(x + c);
+    const int64_t lo = c < 0 ? -c : 0, hi = w - c < 16 ? w - c : 16;
+    if (hi <= lo) return _mm512_setzero_ps();
+    return _mm512_maskz_expandloadu_ps((__mmask16)(fv_tail(hi) & ~fv_tail(lo)), x + c + lo);
+}
+/* Splits the 64 floats of in[0..3] by index mod 4: out[b] lane u = element 4 u + b. */
 #define FV_HAS_DEINT
-FV_INLINE void fv_deint4(const float *p, fv_v out[4]) {
+FV_INLINE void fv_deint4(const fv_v in[4], fv_v out[4]) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
-    const __m512 v2 = _mm512_loadu_ps(p + 32), v3 = _mm512_loadu_ps(p + 48);
-    const __m512 e0 = _mm512_permutex2var_ps(v0, even, v1), o0 = _mm512_permutex2var_ps(v0, odd, v1);
-    const __m512 e1 = _mm512_permutex2var_ps(v2, even, v3), o1 = _mm512_permutex2var_ps(v2, odd, v3);
+    const __m512 e0 = _mm512_permutex2var_ps(in[0], even, in[1]), o0 = _mm512_permutex2var_ps(in[0], odd, in[1]);
+    const __m512 e1 = _mm512_permutex2var_ps(in[2], even, in[3]), o1 = _mm512_permutex2var_ps(in[2], odd, in[3]);
     out[0] = _mm512_permutex2var_ps(e0, even, e1);
     out[2] = _mm512_permutex2var_ps(e0, odd, e1);
     out[1] = _mm512_permutex2var_ps(o0, even, o1);
@@ -127,12 +133,12 @@ FV_INLINE void fv_int4(const fv_v in[4], float *p, int64_t n) {
         else if (left > 0) _mm512_mask_storeu_ps(p + 16 * k, fv_tail(left), q[k]);
     }
 }
-/* The same by index mod 2 over 32 floats (out[0], out[1]), and its inverse for 2 n floats. */
-FV_INLINE void fv_deint2(const float *p, fv_v out[4]) {
+/* The same by index mod 2 over the 32 floats of in[0..1] (out[0], out[1]), and its inverse for
+ * 2 n floats. */
+FV_INLINE void fv_deint2(const fv_v in[4], fv_v out[4]) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
-    out[0] = _mm512_permutex2var_ps(v0, even, v1);
-    out[1] = _mm512_permutex2var_ps(v0, _mm512_add_epi32(even, _mm512_set1_epi32(1)), v1);
+    out[0] = _mm512_permutex2var_ps(in[0], even, in[1]);
+    out[1] = _mm512_permutex2var_ps(in[0], _mm512_add_epi32(even, _mm512_set1_epi32(1)), in[1]);
 }
 FV_INLINE void fv_int2(const fv_v in[4], float *p, int64_t n) {
     const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);

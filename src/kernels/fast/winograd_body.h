@@ -16,38 +16,43 @@
  * lane is one tile's formula, so results do not depend on where a row of tiles is split.
  */
 
-/* The first k lanes at p (mask: those lanes), k <= FV_W: a whole vector when k == FV_W. */
-FV_INLINE fv_v wino_load(const float *p, int64_t k, fv_m mask) { return k == FV_W ? fv_load(p) : fv_loadm(p, mask); }
-FV_INLINE void wino_store(float *p, int64_t k, fv_m mask, fv_v v) {
-    if (k == FV_W) fv_store(p, v);
-    else fv_storem(p, mask, v);
-}
-
-/* y[b * y_ld + u] = x[m u + b] for u < n, b < m (m = 2 or 4): a padded input row split into the
- * column phases the input transform reads. */
-FV_TARGET static void FV_NAME(f32_deinterleave)(int m, int64_t n, const float *x, float *y, int64_t y_ld) {
+/* y[b * y_ld + u] = xpad[m u + b] for u < n, b < m (m = 2 or 4), where xpad is the row x of w
+ * floats after lead zeros, and zeros past its end: an input row, padded and split into the column
+ * phases the input transform reads, with no padded copy of it. */
+FV_INLINE void deinterleave_m(const int m, int64_t n, const float *x, int64_t lead, int64_t w, float *y,
+                              int64_t y_ld) {
     int64_t u = 0;
 #ifdef FV_HAS_DEINT
     for (; u + FV_W <= n; u += FV_W) {
-        fv_v o[4];
-        if (m == 4) fv_deint4(x + 4 * u, o);
-        else fv_deint2(x + 2 * u, o);
+        fv_v in[4], o[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < m; q++) in[q] = fv_load_window(x, m * u + FV_W * q - lead, w);
+        if (m == 4) fv_deint4(in, o);
+        else fv_deint2(in, o);
+#pragma GCC unroll 4
         for (int b = 0; b < m; b++) fv_store(y + b * y_ld + u, o[b]);
     }
 #endif
     for (; u < n; u++)
-        for (int b = 0; b < m; b++) y[b * y_ld + u] = x[m * u + b];
+        for (int b = 0; b < m; b++) {
+            const int64_t c = m * u + b - lead;
+            y[b * y_ld + u] = c >= 0 && c < w ? x[c] : 0.0f;
+        }
 }
 
 /* x[m u + b] = y[b * y_ld + u] for u < n, b < m: the output transform's pixel rows of one tile
  * row interleaved into an output row. */
-FV_TARGET static void FV_NAME(f32_interleave)(int m, int64_t n, const float *y, int64_t y_ld, float *x) {
+FV_INLINE void interleave_m(const int m, int64_t n, const float *y, int64_t y_ld, float *x) {
     int64_t u = 0;
 #ifdef FV_HAS_DEINT
     for (; u < n; u += FV_W) {
         const int64_t k = n - u < FV_W ? n - u : FV_W;
         fv_v in[4];
-        for (int b = 0; b < m; b++) in[b] = wino_load(y + b * y_ld + u, k, fv_tail(k));
+#pragma GCC unroll 4
+        for (int b = 0; b < m; b++) {
+            const float *p = y + b * y_ld + u;
+            in[b] = k == FV_W ? fv_load(p) : fv_loadm(p, fv_tail(k));
+        }
         if (m == 4) fv_int4(in, x + 4 * u, k);
         else fv_int2(in, x + 2 * u, k);
     }
@@ -93,54 +98,87 @@ FV_INLINE void wino_at4(const fv_v m[4], fv_v o[2]) {
     o[1] = fv_sub(fv_sub(m[1], m[2]), m[3]);
 }
 
-/* Input transform of n tiles of one channel, F(m x m, 3x3) with A = m + 2 inputs a side. Tile
- * t's input element (i, j), i, j < A, is rows[i][(j % m) * phase_ld + t + j / m]; its transformed
- * element xi = A i' + j' goes to v[xi * v_ld + t]. */
-FV_INLINE void wino_input_m(const int m, int64_t n, const float *const rows[6], int64_t phase_ld, float *v,
-                            int64_t v_ld) {
+/* Input transform of one vector of tiles (mask: its lanes, all of them when full) of one
+ * channel, F(m x m, 3x3) with A = m + 2 inputs a side. Tile t's input element (i, j), i, j < A, is
+ * rows[i][(j % m) * phase_ld + t + j / m]; its transformed element xi = A i' + j' goes to
+ * v[xi * v_ld + t]. Every loop is unrolled and `full` is a constant, so the A x A values stay in
+ * registers: left to -O2, the loops kept them on the stack and tested the lane count at each load
+ * and store, 4x slower (120 -> 30 ns a vector of F(4x4) tiles here). */
+FV_INLINE void wino_input_vec(const int m, const bool full, fv_m mask, const float *const rows[6],
+                              int64_t phase_ld, int64_t t, float *v, int64_t v_ld) {
     const int A = m + 2;
-    for (int64_t t = 0; t < n; t += FV_W) {
-        const int64_t k = n - t < FV_W ? n - t : FV_W;
-        const fv_m mask = fv_tail(k);
-        fv_v s[6][6]; /* s[i'][j] = (B^T d)[i'][j] */
-        for (int j = 0; j < A; j++) {
-            fv_v d[6], c[6];
-            for (int i = 0; i < A; i++) d[i] = wino_load(rows[i] + (j % m) * phase_ld + t + j / m, k, mask);
-            if (m == 4) wino_bt6(d, c);
-            else wino_bt4(d, c);
-            for (int i = 0; i < A; i++) s[i][j] = c[i];
-        }
+    fv_v s[6][6]; /* s[i'][j] = (B^T d)[i'][j] */
+#pragma GCC unroll 6
+    for (int j = 0; j < A; j++) {
+        fv_v d[6], c[6];
+#pragma GCC unroll 6
         for (int i = 0; i < A; i++) {
-            fv_v o[6];
-            if (m == 4) wino_bt6(s[i], o);
-            else wino_bt4(s[i], o);
-            for (int j = 0; j < A; j++) wino_store(v + (A * i + j) * v_ld + t, k, mask, o[j]);
+            const float *p = rows[i] + (j % m) * phase_ld + t + j / m;
+            d[i] = full ? fv_load(p) : fv_loadm(p, mask);
+        }
+        if (m == 4) wino_bt6(d, c);
+        else wino_bt4(d, c);
+#pragma GCC unroll 6
+        for (int i = 0; i < A; i++) s[i][j] = c[i];
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < A; i++) {
+        fv_v o[6];
+        if (m == 4) wino_bt6(s[i], o);
+        else wino_bt4(s[i], o);
+#pragma GCC unroll 6
+        for (int j = 0; j < A; j++) {
+            if (full) fv_store(v + (A * i + j) * v_ld + t, o[j]);
+            else fv_storem(v + (A * i + j) * v_ld + t, mask, o[j]);
         }
     }
 }
 
-/* Output transform of n tiles of one channel: tile t's element xi of the product is
- * mp[xi * m_ld + t]; its output pixel (a, b), a, b < m, goes to y[(m a + b) * y_ld + t]. */
-FV_INLINE void wino_output_m(const int m, int64_t n, const float *mp, int64_t m_ld, float *y, int64_t y_ld) {
+/* Input transform of n tiles of one channel: wino_input_vec over whole vectors, then the tail. */
+FV_INLINE void wino_input_m(const int m, int64_t n, const float *const rows[6], int64_t phase_ld, float *v,
+                            int64_t v_ld) {
+    int64_t t = 0;
+    for (; t + FV_W <= n; t += FV_W) wino_input_vec(m, true, fv_tail(FV_W), rows, phase_ld, t, v, v_ld);
+    if (t < n) wino_input_vec(m, false, fv_tail(n - t), rows, phase_ld, t, v, v_ld);
+}
+
+/* Output transform of one vector of tiles (mask: its lanes) of one channel: tile t's element
+ * xi of the product is mp[xi * m_ld + t]; its output pixel (a, b), a, b < m, goes to
+ * y[(m a + b) * y_ld + t]. Unrolled as wino_input_vec. */
+FV_INLINE void wino_output_vec(const int m, const bool full, fv_m mask, const float *mp, int64_t m_ld, int64_t t,
+                               float *y, int64_t y_ld) {
     const int A = m + 2;
-    for (int64_t t = 0; t < n; t += FV_W) {
-        const int64_t k = n - t < FV_W ? n - t : FV_W;
-        const fv_m mask = fv_tail(k);
-        fv_v r[4][6]; /* r[a][j] = (A^T M)[a][j] */
-        for (int j = 0; j < A; j++) {
-            fv_v col[6], o[4];
-            for (int i = 0; i < A; i++) col[i] = wino_load(mp + (A * i + j) * m_ld + t, k, mask);
-            if (m == 4) wino_at6(col, o);
-            else wino_at4(col, o);
-            for (int a = 0; a < m; a++) r[a][j] = o[a];
+    fv_v r[4][6]; /* r[a][j] = (A^T M)[a][j] */
+#pragma GCC unroll 6
+    for (int j = 0; j < A; j++) {
+        fv_v col[6], o[4];
+#pragma GCC unroll 6
+        for (int i = 0; i < A; i++) {
+            const float *p = mp + (A * i + j) * m_ld + t;
+            col[i] = full ? fv_load(p) : fv_loadm(p, mask);
         }
-        for (int a = 0; a < m; a++) {
-            fv_v o[4];
-            if (m == 4) wino_at6(r[a], o);
-            else wino_at4(r[a], o);
-            for (int b = 0; b < m; b++) wino_store(y + (m * a + b) * y_ld + t, k, mask, o[b]);
+        if (m == 4) wino_at6(col, o);
+        else wino_at4(col, o);
+#pragma GCC unroll 4
+        for (int a = 0; a < m; a++) r[a][j] = o[a];
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < m; a++) {
+        fv_v o[4];
+        if (m == 4) wino_at6(r[a], o);
+        else wino_at4(r[a], o);
+#pragma GCC unroll 4
+        for (int b = 0; b < m; b++) {
+            if (full) fv_store(y + (m * a + b) * y_ld + t, o[b]);
+            else fv_storem(y + (m * a + b) * y_ld + t, mask, o[b]);
         }
     }
+}
+
+FV_INLINE void wino_output_m(const int m, int64_t n, const float *mp, int64_t m_ld, float *y, int64_t y_ld) {
+    int64_t t = 0;
+    for (; t + FV_W <= n; t += FV_W) wino_output_vec(m, true, fv_tail(FV_W), mp, m_ld, t, y, y_ld);
+    if (t < n) wino_output_vec(m, false, fv_tail(n - t), mp, m_ld, t, y, y_ld);
 }
 
 /* The exported forms: m a constant in each call, so the loops over a tile unroll. */
@@ -148,6 +186,17 @@ FV_TARGET static void FV_NAME(f32_wino_input)(int m, int64_t n, const float *con
                                               float *v, int64_t v_ld) {
     if (m == 4) wino_input_m(4, n, rows, phase_ld, v, v_ld);
     else wino_input_m(2, n, rows, phase_ld, v, v_ld);
+}
+
+FV_TARGET static void FV_NAME(f32_deinterleave)(int m, int64_t n, const float *x, int64_t lead, int64_t w, float *y,
+                                                int64_t y_ld) {
+    if (m == 4) deinterleave_m(4, n, x, lead, w, y, y_ld);
+    else deinterleave_m(2, n, x, lead, w, y, y_ld);
+}
+
+FV_TARGET static void FV_NAME(f32_interleave)(int m, int64_t n, const float *y, int64_t y_ld, float *x) {
+    if (m == 4) interleave_m(4, n, y, y_ld, x);
+    else interleave_m(2, n, y, y_ld, x);
 }
 
 FV_TARGET static void FV_NAME(f32_wino_output)(int m, int64_t n, const float *mp, int64_t m_ld, float *y,

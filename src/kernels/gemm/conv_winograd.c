@@ -103,8 +103,7 @@ typedef struct wino_layout {
     int64_t nty, ntx;        /* tile rows and columns */
     int64_t n_blocks;        /* block b: tile rows [b nty / n_blocks, (b + 1) nty / n_blocks) */
     int64_t prow, pc_ld;     /* a block's phase rows: prow padded rows of pc_ld floats per phase */
-    int64_t row_ld;          /* the padded input row: m pc_ld floats, a whole number of vectors */
-    size_t phase_off, row_off, v_off, m_off, px_off, thread_bytes, total;
+    size_t phase_off, v_off, m_off, px_off, thread_bytes, total;
 } wino_layout;
 
 static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_threads, int mr, int nr,
@@ -133,12 +132,9 @@ static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_
     if (bt > (INT64_C(1) << 30) / (xi * (c->cin > nr ? c->cin : nr))) return false;
     l->prow = m * min64(l->nty, rows_max) + 2;
     l->pc_ld = (l->ntx + 1 + 15) & ~(int64_t)15; /* a tile reads its right neighbour's first two columns */
-    l->row_ld = m * l->pc_ld;
     size_t at = 0;
     l->phase_off = at;
     at += round64((size_t)(m * l->prow * l->pc_ld) * sizeof(float));
-    l->row_off = at;
-    at += round64((size_t)l->row_ld * sizeof(float));
     l->v_off = at;
     at += round64((size_t)(xi * c->cin * bt) * sizeof(float));
     l->m_off = at;
@@ -174,12 +170,10 @@ typedef struct wino_run {
  * (channel-major: each channel's transform writes consecutive rows). */
 static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, char *scratch, float *v) {
     const wino_layout *l = &r->l;
-    float *pc = (float *)(scratch + l->phase_off), *row = (float *)(scratch + l->row_off);
+    float *pc = (float *)(scratch + l->phase_off);
     const int m = r->c->m, alpha = m + 2, xi = alpha * alpha;
     const int64_t phase_ld = l->prow * l->pc_ld, bt = n_rows * l->ntx, r0 = m * ty0;
     const int64_t in_rows = m * n_rows + 2;
-    /* The input columns a padded row holds: [-pl, row_ld - pl) of [0, w). */
-    const int64_t c_lo = r->pl, c_n = min64(r->w, l->row_ld - r->pl);
     for (int64_t ci = 0; ci < r->c->cin; ci++) {
         const float *in = r->x + ci * r->h * r->w;
         for (int64_t k = 0; k < in_rows; k++) {
@@ -189,10 +183,7 @@ static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, char
                     memset(pc + b * phase_ld + k * l->pc_ld, 0, (size_t)l->pc_ld * sizeof *pc);
                 continue;
             }
-            memset(row, 0, (size_t)c_lo * sizeof *row);
-            memcpy(row + c_lo, in + iy * r->w, (size_t)c_n * sizeof *row);
-            memset(row + c_lo + c_n, 0, (size_t)(l->row_ld - c_lo - c_n) * sizeof *row);
-            r->vk->deinterleave(m, l->pc_ld, row, pc + k * l->pc_ld, phase_ld);
+            r->vk->deinterleave(m, l->pc_ld, in + iy * r->w, r->pl, r->w, pc + k * l->pc_ld, phase_ld);
         }
         for (int64_t j = 0; j < n_rows; j++) {
             const float *rows[MAX_ALPHA];
