@@ -102,6 +102,7 @@ void af_conv_winograd_release(af_conv_winograd *c) {
 typedef struct wino_layout {
     int64_t nty, ntx;        /* tile rows and columns */
     int64_t n_blocks;        /* block b: tile rows [b nty / n_blocks, (b + 1) nty / n_blocks) */
+    int64_t n_groups;        /* group g: panels [g np / n_groups, (g + 1) np / n_groups) of np */
     int64_t prow, pc_ld;     /* a block's phase rows: prow padded rows of pc_ld floats per phase */
     size_t phase_off, v_off, m_off, px_off, thread_bytes, total;
 } wino_layout;
@@ -118,13 +119,18 @@ static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_
     if (rows_max * l->ntx < mr) rows_max = ceil_div(mr, l->ntx);
     if (rows_max < 1) rows_max = 1;
     int64_t n_blocks = ceil_div(l->nty, rows_max);
-    /* Rows spread evenly over a multiple of n_threads blocks, so the threads' shares are equal:
-     * ResNet-50's 14 tile rows in blocks of 4, 4, 4, 2 gave one thread 8 rows and the other 6
-     * (F(4x4) at 56x56, 64 channels: 1.54x on two threads; see bench/RESULTS.md, session 11).
-     * No more blocks than that: every block streams all of U, and two blocks per thread on
-     * ResNet-50's 14x14 layers (U is 4 MB at F(2x2), 256 channels) read it from DRAM four times
-     * instead of twice: 0.59 -> 0.50 ms per layer on two threads. */
-    if (n_threads > 1) n_blocks = min64(l->nty, ceil_div(max64(n_blocks, (int64_t)n_threads), n_threads) * n_threads);
+    /* Tile rows that divide unevenly over the threads (ResNet-50's 28x28 and 14x14 layers: 7 rows,
+     * blocks of 3 and 4) are not split: the threads split the panels of output channels instead,
+     * each transforming every block's input itself and streaming only its share of U. Two
+     * threads, 28x28 (F(4x4), 128 channels) 340 -> 290 us, 14x14 (F(2x2), 256) 400 -> 365 us; on
+     * the 56x56 layer (14 rows, 64 channels) the repeated transform cost more than it saved,
+     * 300 -> 325 us. */
+    const int64_t n_panels = ceil_div(c->cout, nr);
+    l->n_groups = n_threads > 1 && l->nty % n_threads != 0 && n_panels >= n_threads ? n_threads : 1;
+    /* Otherwise rows spread evenly over a multiple of n_threads blocks, so the threads' shares
+     * are equal, and no more blocks than that: every block streams all of U. */
+    if (l->n_groups == 1 && n_threads > 1)
+        n_blocks = min64(l->nty, ceil_div(max64(n_blocks, (int64_t)n_threads), n_threads) * n_threads);
     l->n_blocks = n_blocks;
     /* Scratch is sized for the largest block any thread count picks (one thread's), so a
      * workspace planned for n threads serves runs on fewer. */
@@ -244,16 +250,20 @@ static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64
     }
 }
 
-/* One block of tile rows, every output channel: the block's transformed input, its products and
- * outputs all stay in this thread's scratch, in L2. */
-static void block_task(void *ctx, int blk, int thread) {
+/* One block of tile rows and one group of output-channel panels: the block's transformed input,
+ * its products and outputs all stay in this thread's scratch, in L2. Task t is group
+ * t / n_blocks, block t % n_blocks, so a thread's contiguous share is one group. */
+static void block_task(void *ctx, int task, int thread) {
     const wino_run *r = ctx;
     const wino_layout *l = &r->l;
     char *scratch = r->scratch + (size_t)thread * l->thread_bytes;
     float *v = (float *)(scratch + l->v_off);
+    const int64_t blk = task % l->n_blocks, grp = task / l->n_blocks, nr = r->cfg->nr;
     const int64_t ty0 = blk * l->nty / l->n_blocks, n_rows = (blk + 1) * l->nty / l->n_blocks - ty0;
+    const int64_t n_panels = ceil_div(r->c->cout, nr);
+    const int64_t p0 = grp * n_panels / l->n_groups, p1 = (grp + 1) * n_panels / l->n_groups;
     transform_input(r, ty0, n_rows, scratch, v);
-    for (int64_t co = 0; co < r->c->cout; co += r->cfg->nr) panel_products(r, ty0, n_rows, co, scratch, v);
+    for (int64_t p = p0; p < p1; p++) panel_products(r, ty0, n_rows, p * nr, scratch, v);
 }
 
 af_status af_conv_winograd_run(const af_conv_winograd *c, const af_conv_geom *geo, const float *x, float *y,
@@ -272,7 +282,7 @@ af_status af_conv_winograd_run(const af_conv_winograd *c, const af_conv_geom *ge
         return AF_ERR_RUNTIME;
     r.pt = geo->pad_begin[0];
     r.pl = geo->pad_begin[1];
-    if (r.l.n_blocks > INT32_MAX) return AF_ERR_LIMIT;
-    af_threadpool_run_affine(pool, (int)r.l.n_blocks, block_task, &r); /* blocks of tile rows, in order */
+    if (r.l.n_blocks * r.l.n_groups > INT32_MAX) return AF_ERR_LIMIT;
+    af_threadpool_run_affine(pool, (int)(r.l.n_blocks * r.l.n_groups), block_task, &r);
     return AF_OK;
 }
