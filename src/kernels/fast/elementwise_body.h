@@ -55,14 +55,42 @@ FV_TARGET static void FV_NAME(f32_ew_unary)(af_ew_unary_op op, float a, float b,
     }
 }
 
-/* y[j] = x[j * s] for j < n (s >= 1), reading only those elements. */
-FV_TARGET static void FV_NAME(f32_gather)(int64_t n, int64_t s, const float *x, float *y) {
+/* y[j] = x[j * S] for j < n (S >= 1; 1 and 2 are constants at their calls). */
+FV_INLINE void strided_run(const int64_t S, int64_t n, const float *x, float *y) {
     for (int64_t j = 0; j < n; j += FV_W) {
         const int64_t k = n - j < FV_W ? n - j : FV_W;
-        const float *p = x + j * s;
-        const fv_v v = s == 1 ? fv_load_s1(p, k) : s == 2 ? fv_load_s2(p, k) : fv_load_sg(p, s, k);
+        const float *p = x + j * S;
+        const fv_v v = S == 1 ? fv_load_s1(p, k) : S == 2 ? fv_load_s2(p, k) : fv_load_sg(p, S, k);
         if (k == FV_W) fv_store(y + j, v);
         else fv_storem(y + j, fv_tail(k), v);
+    }
+}
+
+/* y[i][j] (hq x wq, dense) = x[sy i + r0][sx j + c0] of the h x w plane x, zero outside it,
+ * reading only the elements it copies: a zero-padded, strided sampling of a plane (a convolution's
+ * phase plane). One call a plane: per-row calls and memsets were most of the time on ResNet-50's
+ * strided layers' short rows. */
+FV_TARGET static void FV_NAME(f32_strided_plane)(int64_t hq, int64_t wq, int64_t sy, int64_t sx, const float *x,
+                                                 int64_t h, int64_t w, int64_t r0, int64_t c0, float *y) {
+    /* Columns [lo, hi) read inside a row. */
+    int64_t lo = c0 >= 0 ? 0 : (-c0 + sx - 1) / sx;
+    int64_t hi = c0 > w - 1 ? 0 : (w - 1 - c0) / sx + 1;
+    if (hi > wq) hi = wq;
+    if (lo > hi) lo = hi;
+    for (int64_t i = 0; i < hq; i++, y += wq) {
+        const int64_t row = sy * i + r0;
+        if (row < 0 || row >= h) {
+            int64_t j = 0;
+            for (; j + FV_W <= wq; j += FV_W) fv_store(y + j, fv_set1(0.0f));
+            if (j < wq) fv_storem(y + j, fv_tail(wq - j), fv_set1(0.0f));
+            continue;
+        }
+        for (int64_t j = 0; j < lo; j++) y[j] = 0.0f;
+        const float *src = x + row * w + c0 + lo * sx;
+        if (sx == 1) strided_run(1, hi - lo, src, y + lo);
+        else if (sx == 2) strided_run(2, hi - lo, src, y + lo);
+        else strided_run(sx, hi - lo, src, y + lo);
+        for (int64_t j = hi; j < wq; j++) y[j] = 0.0f;
     }
 }
 

@@ -9,8 +9,9 @@
  *
  * Every loop computes each output element the same way wherever a chunk starts or ends (tails
  * are masked vectors, not scalar code), so splitting work over threads never changes a result.
- * Internal to src/kernels (the implicit-GEMM conv in src/kernels/gemm copies strided rows with
- * `gather`; the Winograd conv there runs its transforms through `wino_input` / `wino_output`).
+ * Internal to src/kernels (the implicit-GEMM conv in src/kernels/gemm builds its phase planes with
+ * `strided_plane`; the Winograd conv there runs its transforms through `wino_input` /
+ * `wino_output`).
  */
 #ifndef AF_KERNELS_FAST_VEC_INTERNAL_H
 #define AF_KERNELS_FAST_VEC_INTERNAL_H
@@ -70,8 +71,10 @@ typedef struct af_vec_kernels {
     void (*ew_unary)(af_ew_unary_op op, float a, float b, int64_t n, const float *x, float *y);
     /* y[i] = op(a[i * sa], b[i * sb]) for i < n; sa, sb are 0 (a scalar) or 1. */
     void (*ew_binary)(af_ew_binary_op op, int64_t n, const float *a, int sa, const float *b, int sb, float *y);
-    /* y[j] = x[j * s] for j < n (s >= 1), reading only those elements of x. */
-    void (*gather)(int64_t n, int64_t s, const float *x, float *y);
+    /* y[i][j] (hq x wq) = x[sy i + r0][sx j + c0] of the h x w plane x, zero outside it, reading
+     * only the elements copied. */
+    void (*strided_plane)(int64_t hq, int64_t wq, int64_t sy, int64_t sx, const float *x, int64_t h, int64_t w,
+                          int64_t r0, int64_t c0, float *y);
     /* Output rows [oy0, oy1) of one plane: x is g->h x g->w, y is g->oh x g->ow. */
     void (*pool2d_plane)(const af_pool2d *g, const float *x, float *y, int64_t oy0, int64_t oy1);
     /* *y = the max (max) or mean of x[0..n); the mean's sum runs in double. */
