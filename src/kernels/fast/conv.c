@@ -7,10 +7,10 @@
  * coordinates: m = output channel, n = flattened output pixel, batch = image.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "ir/shape/conv_geom.h"
 #include "kernels/fast/conv_depthwise.h"
+#include "kernels/fast/vec_internal.h"
 #include "kernels/gemm/conv_implicit.h"
 #include "kernels/gemm/conv_winograd.h"
 #include "kernels/gemm/gemm.h"
@@ -52,43 +52,23 @@ static af_status run_geometry(af_op_ctx *c, const af_tensor *x, const af_tensor 
 
 /* Unfolds one group of one image: rows (ci, ky, kx), columns the output pixels. */
 typedef struct im2col_args {
+    const af_vec_kernels *vk;
     const float *x; /* the group's first input channel */
     float *col;
     int64_t h, w, oh, ow, kh, kw;
     const af_conv_geom *geo;
 } im2col_args;
 
+/* Row (ci, ky, kx) of the im2col matrix: the input plane sampled at the tap's offset and the
+ * strides, zero where the tap falls in the padding. */
 static void im2col_row(void *ctx, int row, int thread) {
     (void)thread;
     const im2col_args *a = ctx;
     int64_t ci = row / (a->kh * a->kw), ky = row / a->kw % a->kh, kx = row % a->kw;
-    const float *plane = a->x + ci * a->h * a->w;
-    float *dst = a->col + (int64_t)row * a->oh * a->ow;
-    const int64_t sy = a->geo->stride[0], sx = a->geo->stride[1], dy = a->geo->dilation[0], dx = a->geo->dilation[1];
-    const int64_t py = a->geo->pad_begin[0], px = a->geo->pad_begin[1];
-    for (int64_t oy = 0; oy < a->oh; oy++, dst += a->ow) {
-        int64_t iy = oy * sy - py + ky * dy;
-        if (iy < 0 || iy >= a->h) {
-            memset(dst, 0, (size_t)a->ow * sizeof *dst);
-            continue;
-        }
-        const float *src = plane + iy * a->w;
-        const int64_t ix0 = kx * dx - px;
-        /* Output columns [lo, hi) read inside the row (ix = ix0 + ox * sx in [0, w)); the rest
-         * are padding. A per-element bounds test here was a quarter of a 3x3 layer's time. */
-        int64_t lo = ix0 >= 0 ? 0 : (-ix0 + sx - 1) / sx;
-        int64_t hi = ix0 > a->w - 1 ? 0 : (a->w - 1 - ix0) / sx + 1;
-        if (hi > a->ow) hi = a->ow;
-        if (lo > hi) lo = hi;
-        memset(dst, 0, (size_t)lo * sizeof *dst);
-        if (sx == 1) {
-            memcpy(dst + lo, src + ix0 + lo, (size_t)(hi - lo) * sizeof *dst);
-        } else {
-            const float *s0 = src + ix0;
-            for (int64_t ox = lo; ox < hi; ox++) dst[ox] = s0[ox * sx];
-        }
-        memset(dst + hi, 0, (size_t)(a->ow - hi) * sizeof *dst);
-    }
+    const af_conv_geom *g = a->geo;
+    a->vk->strided_plane(a->oh, a->ow, g->stride[0], g->stride[1], a->x + ci * a->h * a->w, a->h, a->w,
+                         ky * g->dilation[0] - g->pad_begin[0], kx * g->dilation[1] - g->pad_begin[1],
+                         a->col + (int64_t)row * a->oh * a->ow);
 }
 
 /* epi with the kernel's own bias first, row and residual vectors offset to group g of image n. */
@@ -176,7 +156,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
             if (s->pointwise) {
                 d.B = xg;
             } else {
-                im2col_args a = {xg, col, h, wd, oh, ow, s->kh, s->kw, &geo};
+                im2col_args a = {af_vec_kernels_for(s->isa), xg, col, h, wd, oh, ow, s->kh, s->kw, &geo};
                 af_threadpool_run(pool, (int)kdim, im2col_row, &a);
                 d.B = col;
             }
