@@ -375,6 +375,12 @@ AF_TEST(attention_arguments) {
     af_attention_desc d = problem_desc(&p, out, af_cpu_isa());
     const size_t need = af_attention_workspace_size(&d, 2);
     CHECK(need > af_attention_workspace_size(&d, 1));
+    /* A plan sizes the scratch before any tensor exists: the size needs no pointers (it was 0
+     * without them, and every fused attention step allocated its own scratch per run). */
+    af_attention_desc sized = d;
+    sized.q = sized.k = sized.v = NULL;
+    sized.out = NULL;
+    CHECK_EQ_INT((long long)af_attention_workspace_size(&sized, 2), (long long)need);
     char *ws = af_malloc(need + 1);
     CHECK(ws != NULL);
     af_threadpool *pool = NULL;

@@ -44,19 +44,21 @@ static bool extent_ok(int64_t nb, int64_t bs, int64_t ns, int64_t rs, int64_t nh
            a <= INT64_MAX - b && a + b <= INT64_MAX - c && a + b + c <= INT64_MAX - ne;
 }
 
-/* AF_OK with *empty set when there is nothing to compute (no output element). */
-static af_status check_desc(const af_attention_desc *d, bool *empty) {
+/* AF_OK with *empty set when there is nothing to compute (no output element). Sizes and strides
+ * only when !pointers (the workspace size needs no tensors: a plan sizes it before any exist). */
+static af_status check_desc(const af_attention_desc *d, bool pointers, bool *empty) {
     if (!d || d->batch < 0 || d->seq_q < 0 || d->seq_k < 0 || d->heads < 0 || d->head_dim < 0)
         return AF_ERR_INVALID_ARGUMENT;
     if (d->seq_k > MAX_LEN || d->head_dim > MAX_LEN) return AF_ERR_INVALID_ARGUMENT;
     *empty = d->batch == 0 || d->seq_q == 0 || d->heads == 0 || d->head_dim == 0;
     if (*empty) return AF_OK;
     const int64_t B = d->batch, Sq = d->seq_q, Sk = d->seq_k, H = d->heads, D = d->head_dim;
-    if (!d->out || !extent_ok(B, d->out_batch_stride, Sq, d->out_row_stride, H, d->out_head_stride, D))
+    if ((pointers && !d->out) || !extent_ok(B, d->out_batch_stride, Sq, d->out_row_stride, H, d->out_head_stride, D))
         return AF_ERR_INVALID_ARGUMENT;
     if (Sk == 0) return AF_OK; /* no keys: ctx is zero, nothing is read */
-    if (!d->q || !extent_ok(B, d->q_batch_stride, Sq, d->q_row_stride, H, d->q_head_stride, D) || !d->k ||
-        !extent_ok(B, d->k_batch_stride, Sk, d->k_row_stride, H, d->k_head_stride, D) || !d->v ||
+    if ((pointers && (!d->q || !d->k || !d->v)) ||
+        !extent_ok(B, d->q_batch_stride, Sq, d->q_row_stride, H, d->q_head_stride, D) ||
+        !extent_ok(B, d->k_batch_stride, Sk, d->k_row_stride, H, d->k_head_stride, D) ||
         !extent_ok(B, d->v_batch_stride, Sk, d->v_row_stride, H, d->v_head_stride, D))
         return AF_ERR_INVALID_ARGUMENT;
     if (d->mask && !extent_ok(B, d->mask_batch_stride, Sq, d->mask_row_stride, H, d->mask_head_stride, Sk))
@@ -111,7 +113,7 @@ static af_attention_plan make_plan(const af_attention_desc *d, int n_threads) {
 
 size_t af_attention_workspace_size(const af_attention_desc *d, int n_threads) {
     bool empty;
-    if (check_desc(d, &empty) != AF_OK || empty || d->seq_k == 0) return 0;
+    if (check_desc(d, false, &empty) != AF_OK || empty || d->seq_k == 0) return 0;
     const af_attention_plan p = make_plan(d, n_threads);
     return (size_t)p.ws_floats * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1) + ALIGN_SLACK;
 }
@@ -218,7 +220,7 @@ static void run_task(void *ctx, int task, int thread) {
 
 af_status af_attention_run(const af_attention_desc *d, af_threadpool *pool) {
     bool empty;
-    af_status st = check_desc(d, &empty);
+    af_status st = check_desc(d, true, &empty);
     if (st != AF_OK || empty) return st;
     if (d->seq_k == 0) {
         write_zeros(d);
@@ -246,7 +248,7 @@ af_status af_attention_run(const af_attention_desc *d, af_threadpool *pool) {
 
 af_status af_attention_ref(const af_attention_desc *d) {
     bool empty;
-    af_status st = check_desc(d, &empty);
+    af_status st = check_desc(d, true, &empty);
     if (st != AF_OK || empty) return st;
     const int64_t Sk = d->seq_k, D = d->head_dim;
     if (Sk == 0) {
