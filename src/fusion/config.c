@@ -49,7 +49,7 @@ void af_fusion_config_default(af_fusion_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->fusion_level = 3;
     cfg->fusion_aggressiveness = 0.5;
-    cfg->max_fused_ops = 16;
+    cfg->max_fused_ops = 24; /* BERT's self-attention with its Q, K, V projections is 19 nodes */
     for (int f = 0; f < AF_FUSION_FAMILY_COUNT; f++) cfg->policy[f] = AF_POLICY_MEMORY_AWARE;
     cfg->policy[AF_FUSION_ELEMENTWISE] = AF_POLICY_AGGRESSIVE;
     cfg->max_mem_usage = 0;

@@ -38,7 +38,7 @@ typedef enum af_fusion_strategy {
 typedef struct af_fusion_config {
     int fusion_level;            /* 0-3; 0 = no fusion. Default 3. */
     double fusion_aggressiveness; /* 0..1: how far beyond break-even the cost model accepts. Default 0.5 */
-    int max_fused_ops;           /* nodes per group, 1..AF_FUSION_MAX_NODES. Default 16 */
+    int max_fused_ops;           /* nodes per group, 1..AF_FUSION_MAX_NODES. Default 24 */
     bool no_fusion_ops[AF_OP_COUNT]; /* op types never fused ("LayerNormalization", ...) */
     af_fusion_policy policy[AF_FUSION_FAMILY_COUNT]; /* per family; default memory_aware (aggressive for
                                                         elementwise_chain) */

@@ -39,7 +39,7 @@ AF_TEST(config_defaults) {
     af_fusion_config_default(&c);
     CHECK_EQ_INT(c.fusion_level, 3);
     CHECK(c.fusion_aggressiveness == 0.5);
-    CHECK_EQ_INT(c.max_fused_ops, 16);
+    CHECK_EQ_INT(c.max_fused_ops, 24);
     CHECK_EQ_INT(n_no_fusion(&c), 0);
     for (int f = 0; f < AF_FUSION_FAMILY_COUNT; f++)
         CHECK_EQ_INT(c.policy[f], f == AF_FUSION_ELEMENTWISE ? AF_POLICY_AGGRESSIVE : AF_POLICY_MEMORY_AWARE);

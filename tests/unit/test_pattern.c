@@ -221,12 +221,12 @@ AF_TEST(pattern_builtin_rules_load) {
     af_error err = {0};
     CHECK(af_rules_builtin(&rs, &err) == AF_OK);
     if (!rs) return;
-    CHECK_EQ_INT(af_rules_count(rs), 21);
+    CHECK_EQ_INT(af_rules_count(rs), 23);
     const char *want[] = {"conv_bn_act", "conv_relu6", "conv_silu", "conv_hardswish_hardsigmoid",
                           "conv_hardswish_clip", "conv_residual", "squeeze_excite", "cv_elementwise_chain",
                           "matmul_bias_act", "matmul_bias_gelu_erf", "matmul_bias_gelu_tanh", "residual_layernorm",
-                          "layernorm_decomposed", "bert_self_attention", "bert_self_attention_heads",
-                          "nlp_elementwise_chain"};
+                          "layernorm_decomposed", "bert_self_attention_qkv", "bert_self_attention_qkv_heads",
+                          "bert_self_attention", "bert_self_attention_heads", "nlp_elementwise_chain"};
     for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
         bool found = false;
         for (int i = 0; i < af_rules_count(rs); i++) found = found || !strcmp(af_rules_name(rs, i), want[w]);
@@ -251,10 +251,12 @@ AF_TEST(pattern_builtin_rules_load) {
  *   output projections with the residual Add), the FFN-in MatMul also with the erf GELU, plus the
  *   pooler Gemm + Tanh: 13 + 2 GELU groups; 5 residual Add + LayerNormalization (embeddings and two
  *   per layer); 2 attention blocks, each also matched without its last Reshape
- *   (bert_self_attention_heads, the form dynamic exports need).
+ *   (bert_self_attention_heads, the form dynamic exports need), and both forms again with the
+ *   three projections inside (bert_self_attention_qkv, _qkv_heads).
  *  bert_tiny_op11: the same with the 5 LayerNorms decomposed.
  *  bert_tiny_dynamic: the full attention blocks are rejected (Shape reads the merged heads, so
- *   the block with its last Reshape is not convex); the blocks without it are legal.
+ *   the block with its last Reshape is not convex); the blocks without it are legal. Both forms
+ *   with the projections are rejected too: Shape reads each projection for its head split.
  *  No BERT fixture has an elementwise region beyond the rules' (its Gather/Unsqueeze/Concat/Reshape
  *  shape arithmetic is data movement, which discovery leaves alone), so discovery lists nothing. */
 typedef struct expect {
@@ -347,16 +349,43 @@ static void check_attention(const af_graph *g, const af_fusion_candidates *cs, i
     CHECK_EQ_INT(n, want);
 }
 
+/* The attention candidate with its projections: the block above plus the three MatMul + bias Add
+ * pairs, whose MatMuls read one value (the layer's input). */
+static void check_attention_qkv(const af_graph *g, const af_fusion_candidates *cs, int want) {
+    int n = 0;
+    for (int i = 0; i < cs->n; i++) {
+        const af_fusion_candidate *c = &cs->items[i];
+        if (strcmp(c->rule, "bert_self_attention_qkv")) continue;
+        n++;
+        CHECK_EQ_INT(c->n_nodes, 19);
+        CHECK(g->nodes[c->anchor].op == AF_OP_SOFTMAX);
+        CHECK_EQ_INT(count_op_in(g, c, AF_OP_MAT_MUL), 5);
+        CHECK_EQ_INT(count_op_in(g, c, AF_OP_ADD), 4);
+        int x = -1, shared = 0;
+        for (int k = 0; k < c->n_nodes; k++) {
+            const af_node *mm = &g->nodes[c->nodes[k]];
+            if (mm->op != AF_OP_MAT_MUL || !af_graph_const_value(g, mm->inputs[1])) continue;
+            if (x < 0) x = mm->inputs[0];
+            shared += mm->inputs[0] == x;
+        }
+        CHECK_EQ_INT(shared, 3);
+    }
+    CHECK_EQ_INT(n, want);
+}
+
 AF_TEST(pattern_fixture_bert_tiny) {
-    const expect want[] = {{"bert_self_attention", 2, 0}, {"matmul_bias_act", 13, 0}, {"matmul_bias_gelu_erf", 2, 0},
-                           {"residual_layernorm", 5, 0},  {"layernorm_decomposed", 0, 0}, {"cv_elementwise_chain", 10, 1},
-                           {"discovery", 0, 0},           {"bert_self_attention_heads", 2, 0}};
-    check_fixture("bert_tiny", want, 8, 35);
+    const expect want[] = {{"bert_self_attention", 2, 0},       {"matmul_bias_act", 13, 0},
+                           {"matmul_bias_gelu_erf", 2, 0},      {"residual_layernorm", 5, 0},
+                           {"layernorm_decomposed", 0, 0},      {"cv_elementwise_chain", 10, 1},
+                           {"discovery", 0, 0},                 {"bert_self_attention_heads", 2, 0},
+                           {"bert_self_attention_qkv", 2, 0},   {"bert_self_attention_qkv_heads", 2, 0}};
+    check_fixture("bert_tiny", want, 10, 39);
     af_model *m = load(af_test_dir(), "bert_tiny");
     if (!m) return;
     af_fusion_candidates cs = {0};
     find(m->graph, &cs);
     check_attention(m->graph, &cs, 2);
+    check_attention_qkv(m->graph, &cs, 2);
     for (int i = 0; i < cs.n; i++) /* GELU: MatMul, bias Add, Div, Erf, Add, Mul, Mul */
         if (!strcmp(cs.items[i].rule, "matmul_bias_gelu_erf")) {
             CHECK_EQ_INT(cs.items[i].n_nodes, 7);
@@ -367,10 +396,12 @@ AF_TEST(pattern_fixture_bert_tiny) {
 }
 
 AF_TEST(pattern_fixture_bert_tiny_op11) {
-    const expect want[] = {{"bert_self_attention", 2, 0}, {"matmul_bias_act", 13, 0}, {"matmul_bias_gelu_erf", 2, 0},
-                           {"layernorm_decomposed", 5, 0}, {"residual_layernorm", 0, 0}, {"cv_elementwise_chain", 15, 10},
-                           {"discovery", 0, 0},            {"bert_self_attention_heads", 2, 0}};
-    check_fixture("bert_tiny_op11", want, 8, 49);
+    const expect want[] = {{"bert_self_attention", 2, 0},       {"matmul_bias_act", 13, 0},
+                           {"matmul_bias_gelu_erf", 2, 0},      {"layernorm_decomposed", 5, 0},
+                           {"residual_layernorm", 0, 0},        {"cv_elementwise_chain", 15, 10},
+                           {"discovery", 0, 0},                 {"bert_self_attention_heads", 2, 0},
+                           {"bert_self_attention_qkv", 2, 0},   {"bert_self_attention_qkv_heads", 2, 0}};
+    check_fixture("bert_tiny_op11", want, 10, 53);
     af_model *m = load(af_test_dir(), "bert_tiny_op11");
     if (!m) return;
     af_fusion_candidates cs = {0};
@@ -389,9 +420,11 @@ AF_TEST(pattern_fixture_bert_tiny_op11) {
 }
 
 AF_TEST(pattern_fixture_bert_tiny_dynamic) {
-    const expect want[] = {{"bert_self_attention", 0, 2}, {"matmul_bias_act", 13, 0}, {"matmul_bias_gelu_erf", 2, 0},
-                           {"residual_layernorm", 5, 0}, {"discovery", 0, 0}, {"bert_self_attention_heads", 2, 0}};
-    check_fixture("bert_tiny_dynamic", want, 6, 35);
+    const expect want[] = {{"bert_self_attention", 0, 2},     {"matmul_bias_act", 13, 0},
+                           {"matmul_bias_gelu_erf", 2, 0},    {"residual_layernorm", 5, 0},
+                           {"discovery", 0, 0},               {"bert_self_attention_heads", 2, 0},
+                           {"bert_self_attention_qkv", 0, 2}, {"bert_self_attention_qkv_heads", 0, 2}};
+    check_fixture("bert_tiny_dynamic", want, 8, 39);
 }
 
 /* ---- negative and in-memory cases ------------------------------------------------------------ */
@@ -621,7 +654,7 @@ AF_TEST(pattern_extra_rules_from_config) {
     af_rule_set *rs = NULL;
     af_error err = {0};
     CHECK(af_rules_from_config(&cfg, &rs, &err) == AF_OK);
-    CHECK_EQ_INT(af_rules_count(rs), 22);
+    CHECK_EQ_INT(af_rules_count(rs), 24);
     af_rules_free(rs);
     af_fusion_candidates cs = {0};
     CHECK(af_pattern_find(g, NULL, &cfg, &cs, &err) == AF_OK); /* NULL: built-in + cfg's files */

@@ -3,12 +3,20 @@
  * Transpose of the Q, K and V projections, MatMul, scale, mask Add, Softmax, MatMul, Transpose,
  * Reshape, as torch exports BERT's self-attention) and runs the fused attention kernel on the
  * projections directly, so none of the layout copies or the score tensor exist.
+ *
+ * When the group holds the projections too (MatMul + bias Add of one input X, constant weights:
+ * rule bert_self_attention_qkv), the step packs the three weight matrices side by side as one
+ * [K, 3 H D] operand and runs a single GEMM X [Wq Wk Wv] + [bq bk bv] into its scratch, which the
+ * kernel reads with a row stride of 3 H D: one packing of X, one pass of the thread pool, and Q,
+ * K and V never reach memory.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "fusion/sched/sched.h"
+#include "kernels/epilogue.h"
 #include "kernels/fast/attention.h"
+#include "kernels/gemm/gemm.h"
 #include "util/alloc.h"
 
 typedef struct attention_state {
@@ -17,7 +25,21 @@ typedef struct attention_state {
     float scale;
     bool has_mask;
     int n_threads;
+    /* The projections' GEMM when the group holds them (NULL: Q, K, V are the step's inputs). */
+    af_gemm_packed *qkv_w; /* [K, 3 H D]: Wq, Wk, Wv side by side */
+    float *qkv_b;          /* [3 H D] */
+    int64_t qkv_k;
 } attention_state;
+
+static void attention_free(void *p) {
+    attention_state *s = p;
+    if (!s) return;
+    af_gemm_packed_free(s->qkv_w);
+    af_free(s->qkv_b);
+    af_free(s);
+}
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static bool perm_is(const af_node *t, const int64_t *want) {
     const int64_t *p;
@@ -107,7 +129,7 @@ static int projection(const af_graph *g, const af_fusion_candidate *c, int v, co
     const af_node *r = af_group_producer(g, c, t->inputs[0]);
     if (!r || r->op != AF_OP_RESHAPE || r->inputs[0] < 0) return -1;
     const af_tensor *rs = &g->values[r->outputs[0]].t, *src = &g->values[r->inputs[0]].t;
-    if (src->rank != 3 || src->dtype != AF_DTYPE_FLOAT || af_group_producer(g, c, r->inputs[0])) return -1;
+    if (src->rank != 3 || src->dtype != AF_DTYPE_FLOAT) return -1; /* from inside: see inner_projection */
     if (rs->rank == 4 && rs->dims[2] > 0 && rs->dims[3] > 0) {
         if (src->dims[2] >= 0 && rs->dims[2] * rs->dims[3] != src->dims[2]) return -1;
         for (int d = 0; d < 2; d++) /* dims unknown until run time (dynamic shapes) pass */
@@ -123,22 +145,120 @@ static int projection(const af_graph *g, const af_fusion_candidate *c, int v, co
     return r->inputs[0];
 }
 
+/* A projection made inside the group: v = Add(MatMul(x, W), b), the Add's inputs in either order,
+ * W a constant float [K, N] matrix and b a constant of N floats, N = the projection's last dim. */
+typedef struct inner_proj {
+    int x, w, b; /* value ids */
+    const float *wd, *bd;
+    int64_t k, n;
+} inner_proj;
+
+static bool inner_projection(const af_graph *g, const af_fusion_candidate *c, int v, inner_proj *p) {
+    const af_node *add = af_group_producer(g, c, v);
+    if (!add || add->op != AF_OP_ADD || add->n_inputs != 2) return false;
+    for (int i = 0; i < 2; i++) {
+        const af_node *mm = af_group_producer(g, c, add->inputs[i]);
+        const af_value *w = mm && mm->op == AF_OP_MAT_MUL && mm->n_inputs == 2 ? af_graph_const_value(g, mm->inputs[1])
+                                                                               : NULL;
+        const af_value *b = af_graph_const_value(g, add->inputs[1 - i]);
+        if (!w || !b || af_group_producer(g, c, mm->inputs[0])) continue;
+        const af_tensor *wt = &w->t, *bt = &b->t, *xt = &g->values[mm->inputs[0]].t;
+        if (wt->dtype != AF_DTYPE_FLOAT || wt->rank != 2 || !wt->data || bt->dtype != AF_DTYPE_FLOAT || !bt->data ||
+            af_tensor_numel(bt) != wt->dims[1] || bt->dims[bt->rank > 0 ? bt->rank - 1 : 0] != wt->dims[1] ||
+            xt->dtype != AF_DTYPE_FLOAT || xt->rank != 3 || xt->dims[2] != wt->dims[0] || wt->dims[0] <= 0)
+            continue;
+        *p = (inner_proj){.x = mm->inputs[0], .w = mm->inputs[1], .b = add->inputs[1 - i], .wd = wt->data,
+                          .bd = bt->data, .k = wt->dims[0], .n = wt->dims[1]};
+        return true;
+    }
+    return false;
+}
+
+/* Packs [Wq Wk Wv] as one operand for rows_hint rows and concatenates the biases. */
+static bool pack_qkv(const inner_proj p[3], af_isa isa, int64_t rows_hint, attention_state *st) {
+    const int64_t K = p[0].k, N = p[0].n, N3 = 3 * N;
+    float *w = af_malloc((size_t)(K * N3) * sizeof *w);
+    st->qkv_b = af_malloc((size_t)N3 * sizeof *st->qkv_b);
+    bool ok = w && st->qkv_b;
+    for (int i = 0; ok && i < 3; i++) {
+        for (int64_t r = 0; r < K; r++) memcpy(w + r * N3 + i * N, p[i].wd + r * N, (size_t)N * sizeof *w);
+        memcpy(st->qkv_b + i * N, p[i].bd, (size_t)N * sizeof *w);
+    }
+    ok = ok && af_gemm_pack_b_for_rows(isa, rows_hint, 1, K, N3, w, N3, false, 0, &st->qkv_w) == AF_OK;
+    af_free(w);
+    st->qkv_k = K;
+    return ok;
+}
+
+/* The GEMM of X [B, S, K] by [Wq Wk Wv] + bias into qkv ([B S, 3 H D]); ws is the GEMM's scratch. */
+static af_status run_projections(const attention_state *s, const af_tensor *x, float *qkv, void *ws, size_t ws_size,
+                                 af_threadpool *pool) {
+    af_gemm_desc d = af_gemm_desc_default();
+    d.isa = s->isa;
+    d.M = x->dims[0] * x->dims[1];
+    d.K = s->qkv_k;
+    d.N = 3 * s->heads * s->head_dim;
+    d.A = x->data;
+    d.lda = d.K;
+    d.packed_b = s->qkv_w;
+    d.C = qkv;
+    d.ldc = d.N;
+    af_epilogue e;
+    af_epilogue_init(&e);
+    af_status st = af_epilogue_vec(&e, AF_EPI_BIAS_COL, s->qkv_b, NULL);
+    if (st != AF_OK) return st;
+    d.epilogue = &e;
+    if (af_sgemm_workspace_size(&d, af_threadpool_n_threads(pool)) <= ws_size) {
+        d.workspace = ws;
+        d.workspace_size = ws_size;
+    }
+    return af_sgemm(&d, pool);
+}
+
+/* Scratch of the projections' step for an input of `rows` rows: Q, K, V, then the GEMM's or the
+ * attention kernel's scratch (one after the other, so they share it). */
+static size_t qkv_scratch(const attention_state *s, const af_attention_desc *d, int64_t rows, int n_threads) {
+    af_gemm_desc g = af_gemm_desc_default();
+    g.isa = s->isa;
+    g.M = rows;
+    g.K = s->qkv_k;
+    g.N = 3 * s->heads * s->head_dim;
+    g.packed_b = s->qkv_w;
+    const size_t gemm = af_sgemm_workspace_size(&g, n_threads), attn = af_attention_workspace_size(d, n_threads);
+    return round64((size_t)(rows * g.N) * sizeof(float)) + (gemm > attn ? gemm : attn);
+}
+
 static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
                                void *workspace) {
     (void)epi;
     const attention_state *s = k->state;
-    const af_tensor *q = af_ctx_input(c, 0), *kt = af_ctx_input(c, 1), *v = af_ctx_input(c, 2);
-    const af_tensor *mask = s->has_mask ? af_ctx_input(c, 3) : NULL;
+    const int64_t hd = s->heads * s->head_dim;
+    const af_tensor *mask = s->has_mask ? af_ctx_input(c, s->qkv_w ? 1 : 3) : NULL;
     af_tensor *out = af_ctx_output(c, 0);
-    int64_t hd = s->heads * s->head_dim;
-    if (q->rank != 3 || q->dims[2] != hd || !af_tensor_same_shape(q, kt) || !af_tensor_same_shape(q, v) ||
-        af_tensor_numel(out) != af_tensor_numel(q))
-        return af_ctx_fail(c, AF_ERR_RUNTIME, "attention inputs do not have the planned [B, S, %lld] layout",
-                           (long long)hd);
-    af_attention_desc d = af_attention_desc_packed(q->dims[0], q->dims[1], kt->dims[1], s->heads, s->head_dim);
-    d.q = q->data;
-    d.k = kt->data;
-    d.v = v->data;
+    af_attention_desc d;
+    size_t need;
+    float *qkv = NULL;
+    if (s->qkv_w) { /* Q, K, V from the step's own GEMM: [B, S, 3 H D] rows in the scratch */
+        const af_tensor *x = af_ctx_input(c, 0);
+        if (x->rank != 3 || x->dims[2] != s->qkv_k || af_tensor_numel(out) != x->dims[0] * x->dims[1] * hd)
+            return af_ctx_fail(c, AF_ERR_RUNTIME, "attention input does not have the planned [B, S, %lld] layout",
+                               (long long)s->qkv_k);
+        d = af_attention_desc_packed(x->dims[0], x->dims[1], x->dims[1], s->heads, s->head_dim);
+        d.q_row_stride = d.k_row_stride = d.v_row_stride = 3 * hd;
+        d.q_batch_stride = d.k_batch_stride = d.v_batch_stride = x->dims[1] * 3 * hd;
+        need = qkv_scratch(s, &d, x->dims[0] * x->dims[1], af_threadpool_n_threads(pool));
+    } else {
+        const af_tensor *q = af_ctx_input(c, 0), *kt = af_ctx_input(c, 1), *v = af_ctx_input(c, 2);
+        if (q->rank != 3 || q->dims[2] != hd || !af_tensor_same_shape(q, kt) || !af_tensor_same_shape(q, v) ||
+            af_tensor_numel(out) != af_tensor_numel(q))
+            return af_ctx_fail(c, AF_ERR_RUNTIME, "attention inputs do not have the planned [B, S, %lld] layout",
+                               (long long)hd);
+        d = af_attention_desc_packed(q->dims[0], q->dims[1], kt->dims[1], s->heads, s->head_dim);
+        d.q = q->data;
+        d.k = kt->data;
+        d.v = v->data;
+        need = af_attention_workspace_size(&d, af_threadpool_n_threads(pool));
+    }
     d.out = out->data;
     d.scale = s->scale;
     d.isa = s->isa;
@@ -151,12 +271,27 @@ static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilog
         d.mask_batch_stride = mask->dims[0] == 1 ? 0 : mask->dims[2] * d.seq_k;
         d.mask_head_stride = 0;
     }
-    size_t need = af_attention_workspace_size(&d, af_threadpool_n_threads(pool));
     void *own = NULL; /* a sequence longer than planned (dynamic shapes) pays for its own scratch */
     if (need > k->workspace_bytes && !(own = af_malloc_aligned(need)))
         return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for attention scratch");
-    d.workspace = own ? own : workspace;
-    d.workspace_size = own ? need : k->workspace_bytes;
+    char *ws = own ? own : workspace;
+    size_t ws_size = own ? need : k->workspace_bytes;
+    if (s->qkv_w) {
+        const size_t qkv_bytes = round64((size_t)(d.batch * d.seq_q * 3 * hd) * sizeof(float));
+        qkv = (float *)ws;
+        d.q = qkv;
+        d.k = qkv + hd;
+        d.v = qkv + 2 * hd;
+        ws += qkv_bytes;
+        ws_size -= qkv_bytes;
+        af_status st = run_projections(s, af_ctx_input(c, 0), qkv, ws, ws_size, pool);
+        if (st != AF_OK) {
+            af_free_aligned(own);
+            return af_ctx_fail(c, st, "attention projections failed");
+        }
+    }
+    d.workspace = ws;
+    d.workspace_size = ws_size;
     af_status st = af_attention_run(&d, pool);
     af_free_aligned(own);
     return st == AF_OK ? AF_OK : af_ctx_fail(c, st, "fused attention failed");
@@ -173,7 +308,7 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     }
     /* Softmax <- [Add mask] <- Div/Mul scale <- MatMul(q, kT), in either order of mask and scale. */
     float scale = 1.0f;
-    int mask = -1, v = sm->inputs[0];
+    int mask = -1, v = sm->inputs[0], n_scale = 0;
     const af_node *qk = NULL;
     for (int hops = 0; hops < 3 && !qk; hops++) {
         const af_node *n = af_group_producer(g, c, v);
@@ -181,6 +316,7 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
         if (n->op == AF_OP_MAT_MUL) {
             qk = n;
         } else if ((n->op == AF_OP_DIV || n->op == AF_OP_MUL) && scalar_const(g, n->inputs[1])) {
+            n_scale++;
             float k = *scalar_const(g, n->inputs[1]);
             scale *= n->op == AF_OP_DIV ? 1.0f / k : k;
             v = n->inputs[0];
@@ -216,23 +352,64 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
         snprintf(why, why_size, "Q, K and V differ in shape, or the mask is not [B,1,1,S] or [B,1,S,S]");
         return false;
     }
+    /* Projections: all three outside the group, or all three inside it on one X. */
+    const int n_inner = (af_group_producer(g, c, qv) != NULL) + (af_group_producer(g, c, kv) != NULL) +
+                        (af_group_producer(g, c, vv) != NULL);
+    inner_proj p[3];
+    if (n_inner > 0 && (n_inner < 3 || !inner_projection(g, c, qv, &p[0]) || !inner_projection(g, c, kv, &p[1]) ||
+                        !inner_projection(g, c, vv, &p[2]) || p[1].x != p[0].x || p[2].x != p[0].x ||
+                        p[0].n != hq * dq || p[1].n != p[0].n || p[2].n != p[0].n || p[1].k != p[0].k ||
+                        p[2].k != p[0].k)) {
+        snprintf(why, why_size, "the Q, K and V projections are not MatMul + bias Add of one input, constant weights");
+        return false;
+    }
+    /* Every node of the group is one of those read above: a rule of this family that holds
+     * anything else would have it skipped. */
+    if (c->n_nodes != 6 + 1 + n_scale + (mask >= 0) + 3 + (r != NULL) + (n_inner ? 6 : 0)) {
+        snprintf(why, why_size, "the group holds nodes besides the self-attention block");
+        return false;
+    }
     attention_state *st = af_calloc(1, sizeof *st);
-    /* The kernel's own node: the four values it reads, standing in for the group. */
-    int ins[4] = {qv, kv, vv, mask};
-    af_node *kn = st ? af_sched_kernel_node(sm, "Softmax", ins, mask >= 0 ? 4 : 3, c->output) : NULL;
-    if (!kn) {
-        af_free(st);
+    if (!st) {
         snprintf(why, why_size, "out of memory");
         return false;
     }
     *st = (attention_state){.isa = o->isa, .heads = hq, .head_dim = dq, .scale = scale, .has_mask = mask >= 0,
                             .n_threads = o->n_threads};
-    s->kernel_node = kn;
     const af_tensor *qt = &g->values[qv].t;
-    af_attention_desc d = af_attention_desc_packed(qt->dims[0] > 0 ? qt->dims[0] : 1, qt->dims[1] > 0 ? qt->dims[1] : 1,
-                                                   qt->dims[1] > 0 ? qt->dims[1] : 1, hq, dq);
+    const int64_t batch = qt->dims[0] > 0 ? qt->dims[0] : 1, seq = qt->dims[1] > 0 ? qt->dims[1] : 1;
+    if (n_inner && !pack_qkv(p, o->isa, qt->dims[0] > 0 && qt->dims[1] > 0 ? batch * seq : 0, st)) {
+        attention_free(st);
+        snprintf(why, why_size, "out of memory packing the Q, K and V weights");
+        return false;
+    }
+    /* The kernel's own node: the values it reads, standing in for the group. */
+    int ins[4] = {qv, kv, vv, mask};
+    if (n_inner) ins[0] = p[0].x, ins[1] = mask;
+    const int n_ins = n_inner ? 1 + (mask >= 0) : 3 + (mask >= 0);
+    af_node *kn = af_sched_kernel_node(sm, "Softmax", ins, n_ins, c->output);
+    if (!kn) {
+        attention_free(st);
+        snprintf(why, why_size, "out of memory");
+        return false;
+    }
+    s->kernel_node = kn;
+    af_attention_desc d = af_attention_desc_packed(batch, seq, seq, hq, dq);
     d.isa = o->isa;
-    s->kernel = (af_kernel){.name = af_attention_name(&d), .state = st, .run = attention_run, .free_state = af_free,
-                            .workspace_bytes = af_attention_workspace_size(&d, o->n_threads > 0 ? o->n_threads : 1)};
+    const int n_threads = o->n_threads > 0 ? o->n_threads : 1;
+    if (n_inner) { /* the attention kernel's scratch with Q, K and V rows 3 H D apart */
+        d.q_row_stride = d.k_row_stride = d.v_row_stride = 3 * hq * dq;
+        d.q_batch_stride = d.k_batch_stride = d.v_batch_stride = seq * 3 * hq * dq;
+    }
+    s->kernel = (af_kernel){.name = n_inner ? af_attention_qkv_name(&d) : af_attention_name(&d),
+                            .state = st,
+                            .run = attention_run,
+                            .free_state = attention_free,
+                            .workspace_bytes = n_inner ? qkv_scratch(st, &d, batch * seq, n_threads)
+                                                       : af_attention_workspace_size(&d, n_threads)};
+    if (n_inner) { /* the weights are packed and the biases copied: nothing reads them in place */
+        s->kernel.weight_bytes = af_gemm_packed_bytes(st->qkv_w) + (size_t)(3 * hq * dq) * sizeof(float);
+        for (int i = 0; i < 3; i++) af_step_hold(s, p[i].w), af_step_hold(s, p[i].b);
+    }
     return true;
 }

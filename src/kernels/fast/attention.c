@@ -126,6 +126,14 @@ const char *af_attention_name(const af_attention_desc *d) {
     }
 }
 
+const char *af_attention_qkv_name(const af_attention_desc *d) {
+    switch (af_cpu_isa_clamp(d ? d->isa : AF_ISA_SCALAR)) {
+    case AF_ISA_AVX512: return "f32_qkv_attention__avx512";
+    case AF_ISA_AVX2: return "f32_qkv_attention__avx2";
+    default: return "f32_qkv_attention__scalar";
+    }
+}
+
 /* ---- the scalar tile --------------------------------------------------------------------------- */
 
 /* s[r * ls + c] = sum_e q[r][e] * k[c][e] for nq <= 4 rows and nk <= 4 keys: always a 4 x 4 block

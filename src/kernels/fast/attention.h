@@ -86,5 +86,7 @@ af_status af_attention_ref(const af_attention_desc *d);
 
 /* The kernel af_attention_run uses for d's isa, e.g. "f32_attention__avx512"; a static string. */
 const char *af_attention_name(const af_attention_desc *d);
+/* The same for a step that computes Q, K and V itself first, e.g. "f32_qkv_attention__avx512". */
+const char *af_attention_qkv_name(const af_attention_desc *d);
 
 #endif
