@@ -187,6 +187,11 @@ AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
         {1, 3, 16, 45, 37, 3, 2, 1, 1, true, 0, 0},   /* a MobileNet stem: 3 channels, 3x3 stride 2 */
         {2, 5, 13, 19, 21, 5, 1, 2, 1, true, 0, 1},   /* 5x5, a partial channel vector, batch 2 */
         {1, 7, 1, 15, 15, 1, 1, 0, 1, true, 0, 0},    /* pointwise to one channel */
+        /* 16 output channels or fewer (AVX-512: channels as rows, 48-pixel tiles): */
+        {1, 3, 16, 50, 118, 3, 2, 1, 1, true, 0, 0},  /* a stem: rows of 48 + 11 pixels */
+        {1, 16, 16, 15, 15, 1, 1, 0, 1, true, 0, 0},  /* pointwise: dense runs of 192 + 33 pixels */
+        {2, 8, 12, 13, 19, 1, 1, 0, 1, true, 0, 0},   /* pointwise, a partial panel, batch 2 */
+        {1, 6, 9, 33, 101, 3, 1, 1, 1, true, 0, 0},   /* 3x3 stride 1 (too few channels for Winograd) */
     };
     check_cases(cases, sizeof cases / sizeof cases[0], implicit_kernel, NULL);
 }

@@ -11,6 +11,8 @@
  * (vectors of the weights, packed once as panels of op(B) = W^T, K = cin kh kw in im2col order),
  * transposed in registers into rows of channels before the epilogue and the store. Nothing is
  * computed for padding, and rows of any width fill whole tiles but for the last of each row.
+ * With 16 output channels or fewer on AVX-512 the tile is turned around: 8 channels (weights
+ * broadcast, packed as A) by 48 pixels of a row (vectors loaded from the planes), no transpose.
  *
  *   af_conv_implicit c;
  *   af_conv_implicit_prepare(isa, w, cout, cin, kh, kw, &c);
@@ -30,8 +32,12 @@ typedef struct af_conv_implicit {
     af_isa isa;
     int64_t cout, cin, kh, kw;
     af_gemm_packed *w; /* op(B) = W^T, (cin kh kw) x cout; NULL: not prepared */
+    bool channel_rows; /* w is op(A) = W instead, for the tile with channels as rows (few channels) */
 } af_conv_implicit;
 
+/* Whether a convolution to cout channels runs the tile with channels as rows on isa (16 output
+ * channels or fewer, AVX-512). */
+bool af_conv_implicit_channel_rows(af_isa isa, int64_t cout);
 /* w is [cout, cin, kh, kw] float32. AF_ERR_OUT_OF_MEMORY, AF_ERR_INVALID_ARGUMENT, or AF_OK. */
 af_status af_conv_implicit_prepare(af_isa isa, const float *w, int64_t cout, int64_t cin, int64_t kh, int64_t kw,
                                    af_conv_implicit *c);

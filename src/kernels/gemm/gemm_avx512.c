@@ -299,6 +299,54 @@ static const af_gemm_tile_fn conv_kernels[MR + 1][2] = KERNEL_TABLE(conv_kernel)
 
 TARGET void af_f32_conv_ukernel_14x32__avx512(const af_gemm_tile_args *t) { conv_kernels[t->mr][t->nr > 16](t); }
 
+/* The convolution kernel with channels as rows (see af_gemm_isa_cfg.conv_rows_tile): MR_ output
+ * channels, their weights broadcast from an 8-channel panel, by NV vectors of 16 consecutive
+ * output pixels of one row loaded from the input planes (the last one masked to the tile's
+ * pixels), 24 accumulators as in the 8x48 GEMM tile. The rows are channels already: no transpose,
+ * and C and the fused steps are those of a GEMM tile. For few output channels: MobileNetV3's stem
+ * (16) filled one of the pixel-row kernel's two channel vectors, and 14 pixels took a transpose. */
+TARGET static inline __attribute__((always_inline)) void conv_rows_kernel(const int MR_, const int NV,
+                                                                          const af_gemm_tile_args *t) {
+    const float *a = t->a, *b = t->b;
+    const int taps = t->taps;
+    const int32_t *off = t->tap_off;
+    const int64_t chan_ld = t->chan_ld, nch = t->kc / taps;
+    const __mmask16 last = (__mmask16)((1u << (t->nr - 16 * (NV - 1))) - 1u);
+    __m512 acc[MR][MAX_NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
+    for (int64_t ch = 0; ch < nch; ch++, b += chan_ld) {
+        for (int j = 0; j < taps; j++, a += WIDE_MR) {
+            const float *bj = b + off[j];
+            __m512 bv[MAX_NV];
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++)
+                bv[v] = v < NV - 1 ? _mm512_loadu_ps(bj + 16 * v) : _mm512_maskz_loadu_ps(last, bj + 16 * v);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR_; i++) {
+                const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 3
+                for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+            }
+        }
+    }
+    store_tile(MR_, NV, acc, t);
+}
+
+#define DEF_CONV_ROWS(R) DEF_KERNEL(conv_rows_kernel, R, 1) DEF_KERNEL(conv_rows_kernel, R, 2) DEF_KERNEL(conv_rows_kernel, R, 3)
+DEF_CONV_ROWS(1) DEF_CONV_ROWS(2) DEF_CONV_ROWS(3) DEF_CONV_ROWS(4) DEF_CONV_ROWS(5) DEF_CONV_ROWS(6)
+DEF_CONV_ROWS(7) DEF_CONV_ROWS(8)
+#define CONV_ROW(R) {conv_rows_kernel_##R##x1, conv_rows_kernel_##R##x2, conv_rows_kernel_##R##x3}
+static const af_gemm_tile_fn conv_rows_kernels[WIDE_MR + 1][MAX_NV] = {
+    {NULL, NULL, NULL}, CONV_ROW(1), CONV_ROW(2), CONV_ROW(3), CONV_ROW(4),
+    CONV_ROW(5),        CONV_ROW(6), CONV_ROW(7), CONV_ROW(8)};
+
+TARGET void af_f32_conv_rows_ukernel_8x48__avx512(const af_gemm_tile_args *t) {
+    conv_rows_kernels[t->mr][(t->nr - 1) / 16](t);
+}
+
 /* The transposing case (A as stored, B transposed): 16 x 16 blocks through registers. */
 TARGET static void pack_transposed(const float *src, int64_t ld, int64_t lanes, int w, int64_t kc, float *dst) {
     for (int64_t l0 = 0; l0 < lanes; l0 += w, dst += kc * w) {
@@ -401,12 +449,14 @@ const af_gemm_isa_cfg af_gemm_cfg_avx512 = {
     .gemv = gemv_avx512,
 };
 
-/* For B prepacked in 48-wide panels (af_gemm_pack_b_for_rows): no convolution tile. */
+/* For B prepacked in 48-wide panels (af_gemm_pack_b_for_rows), and convolutions with channels as
+ * rows (their weights packed as A in 8-row panels); no pixel-row convolution tile. */
 const af_gemm_isa_cfg af_gemm_cfg_avx512_wide = {
     .mr = WIDE_MR,
     .nr = WIDE_NR,
     .tile = af_f32_gemm_ukernel_8x48__avx512,
     .fused = true,
+    .conv_rows_tile = af_f32_conv_rows_ukernel_8x48__avx512,
     .pack = pack_avx512,
     .epilogue = af_epilogue_apply_avx512,
     .gemv = gemv_avx512,

@@ -95,6 +95,12 @@ typedef struct af_gemm_isa_cfg {
      * points it at the next weight panel, which on the large layers comes from DRAM. */
     af_gemm_tile_fn conv_tile;
     bool conv_fused;
+    /* The convolution tile with channels as rows, for few output channels (NULL: none): mr (<= MR)
+     * output channels, their weights broadcast from a packed A panel of MR channels (a, k-major),
+     * by nr (<= NR) output pixels of one row read as vectors from the input (b: the planes at the
+     * tile's first pixel, channel ch tap j at b + ch * chan_ld + tap_off[j]), stored as rows of
+     * channels C[i * ldc + j] with `fused`. alpha 1, beta 0; no prefetch (pf unused). */
+    af_gemm_tile_fn conv_rows_tile;
     af_gemm_pack_fn pack;
     af_epilogue_tile_fn epilogue;
     af_gemm_gemv_fn gemv; /* NULL: matrix-vector products run on the tile kernels */
@@ -112,6 +118,9 @@ const af_gemm_isa_cfg *af_gemm_isa_cfg_for(af_isa isa);
 const float *af_gemm_packed_data(const af_gemm_packed *p);
 /* The panels of batch item b (item 0 for an operand shared by every item). */
 const float *af_gemm_packed_item(const af_gemm_packed *p, int64_t b);
+/* af_gemm_pack_a (one item) for the tile of cfg, an isa's own or a variant (cfg->mr rows a panel). */
+af_status af_gemm_pack_a_cfg(af_isa isa, const af_gemm_isa_cfg *cfg, int64_t M, int64_t K, const float *A,
+                             int64_t lda, bool trans_a, af_gemm_packed **out);
 
 /* The in-register prefix of an epilogue program (vectors offset to batch item b) into f; returns
  * how many of its steps that is. */
@@ -125,6 +134,7 @@ void af_f32_gemm_ukernel_8x48__avx512(const af_gemm_tile_args *t);
 void af_f32_gemm_ukernel_6x16__avx2(const af_gemm_tile_args *t);
 void af_f32_gemm_ukernel_4x4__scalar(const af_gemm_tile_args *t);
 void af_f32_conv_ukernel_14x32__avx512(const af_gemm_tile_args *t);
+void af_f32_conv_rows_ukernel_8x48__avx512(const af_gemm_tile_args *t);
 void af_f32_conv_ukernel_6x16__avx2(const af_gemm_tile_args *t);
 
 /* The portable packer (gemm_scalar.c); ISA files may use it or their own. */
