@@ -16,6 +16,13 @@
  * lane is one tile's formula, so results do not depend on where a row of tiles is split.
  */
 
+/* A vector at p, or its lanes in mask (full: a constant at every call, so the test folds away). */
+FV_INLINE fv_v wino_load(const float *p, bool full, fv_m mask) { return full ? fv_load(p) : fv_loadm(p, mask); }
+FV_INLINE void wino_store(float *p, bool full, fv_m mask, fv_v v) {
+    if (full) fv_store(p, v);
+    else fv_storem(p, mask, v);
+}
+
 /* y[b * y_ld + u] = xpad[m u + b] for u < n, b < m (m = 2 or 4), where xpad is the row x of w
  * floats after lead zeros, and zeros past its end: an input row, padded and split into the column
  * phases the input transform reads, with no padded copy of it. */
@@ -49,10 +56,7 @@ FV_INLINE void interleave_m(const int m, int64_t n, const float *y, int64_t y_ld
         const int64_t k = n - u < FV_W ? n - u : FV_W;
         fv_v in[4];
 #pragma GCC unroll 4
-        for (int b = 0; b < m; b++) {
-            const float *p = y + b * y_ld + u;
-            in[b] = k == FV_W ? fv_load(p) : fv_loadm(p, fv_tail(k));
-        }
+        for (int b = 0; b < m; b++) in[b] = wino_load(y + b * y_ld + u, k == FV_W, fv_tail(k));
         if (m == 4) fv_int4(in, x + 4 * u, k);
         else fv_int2(in, x + 2 * u, k);
     }
@@ -112,10 +116,7 @@ FV_INLINE void wino_input_vec(const int m, const bool full, fv_m mask, const flo
     for (int j = 0; j < A; j++) {
         fv_v d[6], c[6];
 #pragma GCC unroll 6
-        for (int i = 0; i < A; i++) {
-            const float *p = rows[i] + (j % m) * phase_ld + t + j / m;
-            d[i] = full ? fv_load(p) : fv_loadm(p, mask);
-        }
+        for (int i = 0; i < A; i++) d[i] = wino_load(rows[i] + (j % m) * phase_ld + t + j / m, full, mask);
         if (m == 4) wino_bt6(d, c);
         else wino_bt4(d, c);
 #pragma GCC unroll 6
@@ -127,10 +128,7 @@ FV_INLINE void wino_input_vec(const int m, const bool full, fv_m mask, const flo
         if (m == 4) wino_bt6(s[i], o);
         else wino_bt4(s[i], o);
 #pragma GCC unroll 6
-        for (int j = 0; j < A; j++) {
-            if (full) fv_store(v + (A * i + j) * v_ld + t, o[j]);
-            else fv_storem(v + (A * i + j) * v_ld + t, mask, o[j]);
-        }
+        for (int j = 0; j < A; j++) wino_store(v + (A * i + j) * v_ld + t, full, mask, o[j]);
     }
 }
 
@@ -153,10 +151,7 @@ FV_INLINE void wino_output_vec(const int m, const bool full, fv_m mask, const fl
     for (int j = 0; j < A; j++) {
         fv_v col[6], o[4];
 #pragma GCC unroll 6
-        for (int i = 0; i < A; i++) {
-            const float *p = mp + (A * i + j) * m_ld + t;
-            col[i] = full ? fv_load(p) : fv_loadm(p, mask);
-        }
+        for (int i = 0; i < A; i++) col[i] = wino_load(mp + (A * i + j) * m_ld + t, full, mask);
         if (m == 4) wino_at6(col, o);
         else wino_at4(col, o);
 #pragma GCC unroll 4
@@ -168,10 +163,7 @@ FV_INLINE void wino_output_vec(const int m, const bool full, fv_m mask, const fl
         if (m == 4) wino_at6(r[a], o);
         else wino_at4(r[a], o);
 #pragma GCC unroll 4
-        for (int b = 0; b < m; b++) {
-            if (full) fv_store(y + (m * a + b) * y_ld + t, o[b]);
-            else fv_storem(y + (m * a + b) * y_ld + t, mask, o[b]);
-        }
+        for (int b = 0; b < m; b++) wino_store(y + (m * a + b) * y_ld + t, full, mask, o[b]);
     }
 }
 

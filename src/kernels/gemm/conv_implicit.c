@@ -120,71 +120,18 @@ static void phases_task(void *ctx, int task, int thread) {
 }
 
 /* Task (block of output rows, group of weight panels): every panel of the group over every tile
- * of the block, so a panel (K x NR) is reused from L2 across the tiles, and the block's planes
- * from L2 across the panels. */
+ * of the block, so a panel (K x panel_w) is reused from L2 across the tiles, and the block's
+ * planes from L2 across the panels. A tile is tile_px pixels of one row by the panel's channels:
+ * pixels broadcast and the panel a packed B, or with channel_rows the panel a packed A broadcast
+ * and the pixels loaded as vectors. */
 static void tile_task(void *ctx, int task, int thread) {
     (void)thread;
     const implicit_run *r = ctx;
     const af_conv_implicit *c = r->c;
     const af_gemm_isa_cfg *cfg = r->cfg;
-    const int MR = cfg->mr, NR = cfg->nr;
+    const int PX = r->tile_px, CH = r->panel_w;
+    const bool rows = c->channel_rows;
     const int64_t K = c->cin * c->kh * c->kw, hw = r->oh * r->ow;
-    const int64_t blk = task / r->n_groups, grp = task % r->n_groups;
-    const int64_t y_lo = blk * r->rows_per_block, y_hi = min64(r->rows, y_lo + r->rows_per_block);
-    const int64_t n_panels = ceil_div(c->cout, NR);
-    const int64_t p_lo = grp * r->panels_per_group, p_hi = min64(n_panels, p_lo + r->panels_per_group);
-    const float *panels = af_gemm_packed_data(c->w);
-    for (int64_t jp = p_lo; jp < p_hi; jp++) {
-        const int64_t co = jp * NR;
-        const int nr = (int)min64(NR, c->cout - co);
-        /* The tiles of a panel prefetch the next panel, each its share (a row of NR weights is
-         * NR / n_tiles floats of prefetch stride per k step; the kernel touches the two lines at
-         * its pointer each step): the weights of the large layers stream from DRAM once per run, a
-         * latency the hardware prefetcher leaves exposed. All of it from the first tile asked for
-         * a row a k step, more than DRAM gives one core (26 GB/s here), and stalled that tile:
-         * ResNet-50's 512-channel 3x3 stride-2 layer from cold caches, one thread, 1.40 -> 1.34
-         * ms; the whole model 37.5 -> 36.8 ms (one thread), 20.9 -> 20.2 ms (two). */
-        const float *next = jp + 1 < p_hi ? panels + (jp + 1) * K * NR : NULL;
-        int64_t n_tiles = 0;
-        for (int64_t oy = y_lo; oy < y_hi; oy++) n_tiles += ceil_div(min64(r->row_len, hw - oy * r->row_len), MR);
-        const int64_t pf_ld = ceil_div(NR, n_tiles > 0 ? n_tiles : 1), pf_share = pf_ld * K;
-        int64_t tile = 0;
-        for (int64_t oy = y_lo; oy < y_hi; oy++) {
-            const int64_t n0 = oy * r->row_len, len = min64(r->row_len, hw - n0);
-            for (int64_t ox = 0; ox < len; ox += MR) {
-                const int mr = (int)min64(MR, len - ox);
-                float *cp = r->y + co * hw + n0 + ox;
-                af_gemm_fused ft;
-                if (r->in_registers) af_gemm_fused_at(&r->fused, co, n0 + ox, &ft);
-                const af_gemm_tile_args t = {.kc = K,
-                                             .a = r->planes + oy * r->in_stride + ox,
-                                             .tap_off = r->tap_off,
-                                             .taps = (int)(c->kh * c->kw),
-                                             .chan_ld = r->p.chan_ld,
-                                             .b = panels + jp * K * NR,
-                                             .c = cp,
-                                             .ldc = hw,
-                                             .mr = mr,
-                                             .nr = nr,
-                                             .alpha = 1.0f,
-                                             .pf = next ? next + tile * pf_share : panels + jp * K * NR,
-                                             .pf_ld = next ? pf_ld : 0,
-                                             .fused = r->in_registers ? &ft : NULL};
-                cfg->conv_tile(&t);
-                tile++;
-                if (r->epi && !r->in_registers) cfg->epilogue(r->epi, cp, hw, nr, mr, co, n0 + ox, 0);
-            }
-        }
-    }
-}
-
-/* tile_task for the tile with channels as rows (af_conv_implicit.channel_rows): each tile is
- * panel_w channels by tile_px pixels of one row, its weights a packed A panel. */
-static void rows_tile_task(void *ctx, int task, int thread) {
-    (void)thread;
-    const implicit_run *r = ctx;
-    const af_conv_implicit *c = r->c;
-    const int64_t K = c->cin * c->kh * c->kw, hw = r->oh * r->ow, CH = r->panel_w, PX = r->tile_px;
     const int64_t blk = task / r->n_groups, grp = task % r->n_groups;
     const int64_t y_lo = blk * r->rows_per_block, y_hi = min64(r->rows, y_lo + r->rows_per_block);
     const int64_t n_panels = ceil_div(c->cout, CH);
@@ -193,27 +140,45 @@ static void rows_tile_task(void *ctx, int task, int thread) {
     for (int64_t jp = p_lo; jp < p_hi; jp++) {
         const int64_t co = jp * CH;
         const int nc = (int)min64(CH, c->cout - co);
+        const float *panel = panels + jp * K * CH;
+        /* The tiles of a panel prefetch the next panel, each its share (a row of CH weights is
+         * CH / n_tiles floats of prefetch stride per k step; the kernel touches the two lines at
+         * its pointer each step): the weights of the large layers stream from DRAM once per run, a
+         * latency the hardware prefetcher leaves exposed. All of it from the first tile asked for
+         * a row a k step, more than DRAM gives one core (26 GB/s here), and stalled that tile:
+         * ResNet-50's 512-channel 3x3 stride-2 layer from cold caches, one thread, 1.40 -> 1.34
+         * ms; the whole model 37.5 -> 36.8 ms (one thread), 20.9 -> 20.2 ms (two). (The channel
+         * rows' weights are small: no prefetch.) */
+        const float *next = !rows && jp + 1 < p_hi ? panel + K * CH : NULL;
+        int64_t n_tiles = 0;
+        for (int64_t oy = y_lo; oy < y_hi; oy++) n_tiles += ceil_div(min64(r->row_len, hw - oy * r->row_len), PX);
+        const int64_t pf_ld = ceil_div(CH, n_tiles > 0 ? n_tiles : 1), pf_share = pf_ld * K;
+        int64_t tile = 0;
         for (int64_t oy = y_lo; oy < y_hi; oy++) {
             const int64_t n0 = oy * r->row_len, len = min64(r->row_len, hw - n0);
-            for (int64_t ox = 0; ox < len; ox += PX) {
+            for (int64_t ox = 0; ox < len; ox += PX, tile++) {
                 const int np = (int)min64(PX, len - ox);
+                const float *pixels = r->planes + oy * r->in_stride + ox;
                 float *cp = r->y + co * hw + n0 + ox;
                 af_gemm_fused ft;
                 if (r->in_registers) af_gemm_fused_at(&r->fused, co, n0 + ox, &ft);
                 const af_gemm_tile_args t = {.kc = K,
-                                             .a = panels + jp * K * CH,
-                                             .b = r->planes + oy * r->in_stride + ox,
+                                             .a = rows ? panel : pixels,
+                                             .b = rows ? pixels : panel,
                                              .tap_off = r->tap_off,
                                              .taps = (int)(c->kh * c->kw),
                                              .chan_ld = r->p.chan_ld,
                                              .c = cp,
                                              .ldc = hw,
-                                             .mr = nc,
-                                             .nr = np,
+                                             .mr = rows ? nc : np,
+                                             .nr = rows ? np : nc,
                                              .alpha = 1.0f,
+                                             .pf = next ? next + tile * pf_share : panel,
+                                             .pf_ld = next ? pf_ld : 0,
                                              .fused = r->in_registers ? &ft : NULL};
-                r->cfg->conv_rows_tile(&t);
-                if (r->epi && !r->in_registers) r->cfg->epilogue(r->epi, cp, hw, nc, np, co, n0 + ox, 0);
+                if (rows) cfg->conv_rows_tile(&t);
+                else cfg->conv_tile(&t);
+                if (r->epi && !r->in_registers) cfg->epilogue(r->epi, cp, hw, nc, np, co, n0 + ox, 0);
             }
         }
     }
@@ -282,7 +247,6 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
     const int64_t blocks = ceil_div(r.rows, r.rows_per_block);
     if (c->cin * r.p.na * r.p.nb > INT32_MAX || blocks * r.n_groups > INT32_MAX) return AF_ERR_LIMIT;
     if (!r.p.in_place) af_threadpool_run(pool, (int)(c->cin * r.p.na * r.p.nb), phases_task, &r);
-    af_threadpool_run_affine(pool, (int)(blocks * r.n_groups), c->channel_rows ? rows_tile_task : tile_task,
-                             &r); /* row blocks outermost */
+    af_threadpool_run_affine(pool, (int)(blocks * r.n_groups), tile_task, &r); /* row blocks outermost */
     return AF_OK;
 }

@@ -143,14 +143,19 @@ TARGET static inline __attribute__((always_inline)) void ukernel(const int PMR, 
 DEF_KERNELS(UKERNEL)
 static const af_gemm_tile_fn row_kernels[MR + 1][2] = KERNEL_TABLE(UKERNEL);
 
-/* The 8x48 tile's kernels: 1..8 rows by 1..3 vectors. */
-#define DEF_WIDE_ROWS(R) DEF_KERNEL(UKERNEL_WIDE, R, 1) DEF_KERNEL(UKERNEL_WIDE, R, 2) DEF_KERNEL(UKERNEL_WIDE, R, 3)
-DEF_WIDE_ROWS(1) DEF_WIDE_ROWS(2) DEF_WIDE_ROWS(3) DEF_WIDE_ROWS(4) DEF_WIDE_ROWS(5) DEF_WIDE_ROWS(6)
-DEF_WIDE_ROWS(7) DEF_WIDE_ROWS(8)
-#define WIDE_ROW(R) {UKERNEL_WIDE_##R##x1, UKERNEL_WIDE_##R##x2, UKERNEL_WIDE_##R##x3}
-static const af_gemm_tile_fn wide_kernels[WIDE_MR + 1][MAX_NV] = {
-    {NULL, NULL, NULL}, WIDE_ROW(1), WIDE_ROW(2), WIDE_ROW(3), WIDE_ROW(4),
-    WIDE_ROW(5),        WIDE_ROW(6), WIDE_ROW(7), WIDE_ROW(8)};
+/* A kernel K of the 8x48 shape instantiated for 1..8 rows by 1..3 vectors, and their table. */
+#define DEF_WIDE_ROWS(K, R) DEF_KERNEL(K, R, 1) DEF_KERNEL(K, R, 2) DEF_KERNEL(K, R, 3)
+#define DEF_WIDE_KERNELS(K)                                                                        \
+    DEF_WIDE_ROWS(K, 1) DEF_WIDE_ROWS(K, 2) DEF_WIDE_ROWS(K, 3) DEF_WIDE_ROWS(K, 4) DEF_WIDE_ROWS(K, 5) \
+    DEF_WIDE_ROWS(K, 6) DEF_WIDE_ROWS(K, 7) DEF_WIDE_ROWS(K, 8)
+#define WIDE_ROW(K, R) {K##_##R##x1, K##_##R##x2, K##_##R##x3}
+#define WIDE_TABLE(K)                                                                              \
+    {{NULL, NULL, NULL}, WIDE_ROW(K, 1), WIDE_ROW(K, 2), WIDE_ROW(K, 3), WIDE_ROW(K, 4),           \
+     WIDE_ROW(K, 5),     WIDE_ROW(K, 6), WIDE_ROW(K, 7), WIDE_ROW(K, 8)}
+
+/* The 8x48 GEMM tile's kernels. */
+DEF_WIDE_KERNELS(UKERNEL_WIDE)
+static const af_gemm_tile_fn wide_kernels[WIDE_MR + 1][MAX_NV] = WIDE_TABLE(UKERNEL_WIDE);
 
 /* A few columns (T < mr) of a tile, vectorized along M instead: one FMA per column and k covers
  * all mr rows, where the row kernels would spend one per row on mostly-masked vectors (N = 49 has
@@ -335,13 +340,8 @@ TARGET static inline __attribute__((always_inline)) void conv_rows_kernel(const 
     store_tile(MR_, NV, acc, t);
 }
 
-#define DEF_CONV_ROWS(R) DEF_KERNEL(conv_rows_kernel, R, 1) DEF_KERNEL(conv_rows_kernel, R, 2) DEF_KERNEL(conv_rows_kernel, R, 3)
-DEF_CONV_ROWS(1) DEF_CONV_ROWS(2) DEF_CONV_ROWS(3) DEF_CONV_ROWS(4) DEF_CONV_ROWS(5) DEF_CONV_ROWS(6)
-DEF_CONV_ROWS(7) DEF_CONV_ROWS(8)
-#define CONV_ROW(R) {conv_rows_kernel_##R##x1, conv_rows_kernel_##R##x2, conv_rows_kernel_##R##x3}
-static const af_gemm_tile_fn conv_rows_kernels[WIDE_MR + 1][MAX_NV] = {
-    {NULL, NULL, NULL}, CONV_ROW(1), CONV_ROW(2), CONV_ROW(3), CONV_ROW(4),
-    CONV_ROW(5),        CONV_ROW(6), CONV_ROW(7), CONV_ROW(8)};
+DEF_WIDE_KERNELS(conv_rows_kernel)
+static const af_gemm_tile_fn conv_rows_kernels[WIDE_MR + 1][MAX_NV] = WIDE_TABLE(conv_rows_kernel);
 
 TARGET void af_f32_conv_rows_ukernel_8x48__avx512(const af_gemm_tile_args *t) {
     conv_rows_kernels[t->mr][(t->nr - 1) / 16](t);
