@@ -86,10 +86,12 @@ FV_TARGET static void FV_NAME(f32_strided_plane)(int64_t hq, int64_t wq, int64_t
             continue;
         }
         for (int64_t j = 0; j < lo; j++) y[j] = 0.0f;
-        const float *src = x + row * w + c0 + lo * sx;
-        if (sx == 1) strided_run(1, hi - lo, src, y + lo);
-        else if (sx == 2) strided_run(2, hi - lo, src, y + lo);
-        else strided_run(sx, hi - lo, src, y + lo);
+        if (hi > lo) { /* (a row wholly in the padding forms no pointer outside x) */
+            const float *src = x + row * w + c0 + lo * sx;
+            if (sx == 1) strided_run(1, hi - lo, src, y + lo);
+            else if (sx == 2) strided_run(2, hi - lo, src, y + lo);
+            else strided_run(sx, hi - lo, src, y + lo);
+        }
         for (int64_t j = hi; j < wq; j++) y[j] = 0.0f;
     }
 }

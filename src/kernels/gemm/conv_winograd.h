@@ -4,7 +4,9 @@
  * padded input with (m + 2)^2 multiplications per input-output channel pair instead of 9 m^2, so
  * the GEMM work is 1/4 (m = 4) or 4/9 (m = 2) of the direct convolution's.
  *
- * One image runs as blocks of tile rows over the thread pool, each block in its thread's scratch:
+ * One image runs as blocks of tile rows over the thread pool, each block in its thread's scratch
+ * (at several threads, when the tile rows do not divide evenly over them, each thread runs every
+ * block for its share of the output-channel panels instead):
  *   1. input transform, per input channel: V[ci][xi][t] = (B^T d_t B)[xi] for the (m + 2)^2
  *      positions xi of every tile t of the block;
  *   2. per panel of 32 output channels, (m + 2)^2 products M[co][xi] = U[xi] V[xi] (cout x cin
