@@ -190,19 +190,45 @@ static bool pack_qkv(const inner_proj p[3], af_isa isa, int64_t rows_hint, atten
     return ok;
 }
 
-/* The GEMM of X [B, S, K] by [Wq Wk Wv] + bias into qkv ([B S, 3 H D]); ws is the GEMM's scratch. */
-static af_status run_projections(const attention_state *s, const af_tensor *x, float *qkv, void *ws, size_t ws_size,
-                                 af_threadpool *pool) {
+/* The projections' GEMM for `rows` rows of X: [rows, K] by [Wq Wk Wv] into [rows, 3 H D]. */
+static af_gemm_desc projection_desc(const attention_state *s, int64_t rows) {
     af_gemm_desc d = af_gemm_desc_default();
     d.isa = s->isa;
-    d.M = x->dims[0] * x->dims[1];
+    d.M = rows;
     d.K = s->qkv_k;
     d.N = 3 * s->heads * s->head_dim;
-    d.A = x->data;
     d.lda = d.K;
-    d.packed_b = s->qkv_w;
-    d.C = qkv;
     d.ldc = d.N;
+    d.packed_b = s->qkv_w;
+    return d;
+}
+
+/* Bytes of Q, K and V for `rows` rows, at the front of the step's scratch. */
+static size_t qkv_bytes(const attention_state *s, int64_t rows) {
+    return round64((size_t)(rows * 3 * s->heads * s->head_dim) * sizeof(float));
+}
+
+/* d (sizes set) reads Q, K and V from the projections' [B, S, 3 H D] rows. */
+static void qkv_layout(af_attention_desc *d) {
+    const int64_t hd = d->heads * d->head_dim;
+    d->q_row_stride = d->k_row_stride = d->v_row_stride = 3 * hd;
+    d->q_batch_stride = d->k_batch_stride = d->v_batch_stride = d->seq_q * 3 * hd;
+}
+
+/* Scratch of the projections' step for an input of `rows` rows: Q, K, V, then the GEMM's or the
+ * attention kernel's scratch (one after the other, so they share it). */
+static size_t qkv_scratch(const attention_state *s, const af_attention_desc *d, int64_t rows, int n_threads) {
+    const af_gemm_desc g = projection_desc(s, rows);
+    const size_t gemm = af_sgemm_workspace_size(&g, n_threads), attn = af_attention_workspace_size(d, n_threads);
+    return qkv_bytes(s, rows) + (gemm > attn ? gemm : attn);
+}
+
+/* The GEMM of X [B, S, K] by [Wq Wk Wv] + bias into qkv; ws is the GEMM's scratch. */
+static af_status run_projections(const attention_state *s, const af_tensor *x, float *qkv, void *ws, size_t ws_size,
+                                 af_threadpool *pool) {
+    af_gemm_desc d = projection_desc(s, x->dims[0] * x->dims[1]);
+    d.A = x->data;
+    d.C = qkv;
     af_epilogue e;
     af_epilogue_init(&e);
     af_status st = af_epilogue_vec(&e, AF_EPI_BIAS_COL, s->qkv_b, NULL);
@@ -215,38 +241,21 @@ static af_status run_projections(const attention_state *s, const af_tensor *x, f
     return af_sgemm(&d, pool);
 }
 
-/* Scratch of the projections' step for an input of `rows` rows: Q, K, V, then the GEMM's or the
- * attention kernel's scratch (one after the other, so they share it). */
-static size_t qkv_scratch(const attention_state *s, const af_attention_desc *d, int64_t rows, int n_threads) {
-    af_gemm_desc g = af_gemm_desc_default();
-    g.isa = s->isa;
-    g.M = rows;
-    g.K = s->qkv_k;
-    g.N = 3 * s->heads * s->head_dim;
-    g.packed_b = s->qkv_w;
-    const size_t gemm = af_sgemm_workspace_size(&g, n_threads), attn = af_attention_workspace_size(d, n_threads);
-    return round64((size_t)(rows * g.N) * sizeof(float)) + (gemm > attn ? gemm : attn);
-}
-
 static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
                                void *workspace) {
     (void)epi;
     const attention_state *s = k->state;
     const int64_t hd = s->heads * s->head_dim;
+    const af_tensor *x = s->qkv_w ? af_ctx_input(c, 0) : NULL;
     const af_tensor *mask = s->has_mask ? af_ctx_input(c, s->qkv_w ? 1 : 3) : NULL;
     af_tensor *out = af_ctx_output(c, 0);
     af_attention_desc d;
-    size_t need;
-    float *qkv = NULL;
-    if (s->qkv_w) { /* Q, K, V from the step's own GEMM: [B, S, 3 H D] rows in the scratch */
-        const af_tensor *x = af_ctx_input(c, 0);
+    if (x) { /* Q, K, V from the step's own GEMM: [B, S, 3 H D] rows in the scratch */
         if (x->rank != 3 || x->dims[2] != s->qkv_k || af_tensor_numel(out) != x->dims[0] * x->dims[1] * hd)
             return af_ctx_fail(c, AF_ERR_RUNTIME, "attention input does not have the planned [B, S, %lld] layout",
                                (long long)s->qkv_k);
         d = af_attention_desc_packed(x->dims[0], x->dims[1], x->dims[1], s->heads, s->head_dim);
-        d.q_row_stride = d.k_row_stride = d.v_row_stride = 3 * hd;
-        d.q_batch_stride = d.k_batch_stride = d.v_batch_stride = x->dims[1] * 3 * hd;
-        need = qkv_scratch(s, &d, x->dims[0] * x->dims[1], af_threadpool_n_threads(pool));
+        qkv_layout(&d);
     } else {
         const af_tensor *q = af_ctx_input(c, 0), *kt = af_ctx_input(c, 1), *v = af_ctx_input(c, 2);
         if (q->rank != 3 || q->dims[2] != hd || !af_tensor_same_shape(q, kt) || !af_tensor_same_shape(q, v) ||
@@ -257,7 +266,6 @@ static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilog
         d.q = q->data;
         d.k = kt->data;
         d.v = v->data;
-        need = af_attention_workspace_size(&d, af_threadpool_n_threads(pool));
     }
     d.out = out->data;
     d.scale = s->scale;
@@ -271,20 +279,23 @@ static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilog
         d.mask_batch_stride = mask->dims[0] == 1 ? 0 : mask->dims[2] * d.seq_k;
         d.mask_head_stride = 0;
     }
+    const int n_threads = af_threadpool_n_threads(pool);
+    /* After the isa: the attention kernel's scratch depends on its tile. */
+    const size_t need =
+        x ? qkv_scratch(s, &d, d.batch * d.seq_q, n_threads) : af_attention_workspace_size(&d, n_threads);
     void *own = NULL; /* a sequence longer than planned (dynamic shapes) pays for its own scratch */
     if (need > k->workspace_bytes && !(own = af_malloc_aligned(need)))
         return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for attention scratch");
     char *ws = own ? own : workspace;
     size_t ws_size = own ? need : k->workspace_bytes;
-    if (s->qkv_w) {
-        const size_t qkv_bytes = round64((size_t)(d.batch * d.seq_q * 3 * hd) * sizeof(float));
-        qkv = (float *)ws;
+    if (x) {
+        float *qkv = (float *)ws;
         d.q = qkv;
         d.k = qkv + hd;
         d.v = qkv + 2 * hd;
-        ws += qkv_bytes;
-        ws_size -= qkv_bytes;
-        af_status st = run_projections(s, af_ctx_input(c, 0), qkv, ws, ws_size, pool);
+        ws += qkv_bytes(s, d.batch * d.seq_q);
+        ws_size -= qkv_bytes(s, d.batch * d.seq_q);
+        af_status st = run_projections(s, x, qkv, ws, ws_size, pool);
         if (st != AF_OK) {
             af_free_aligned(own);
             return af_ctx_fail(c, st, "attention projections failed");
@@ -397,10 +408,7 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     af_attention_desc d = af_attention_desc_packed(batch, seq, seq, hq, dq);
     d.isa = o->isa;
     const int n_threads = o->n_threads > 0 ? o->n_threads : 1;
-    if (n_inner) { /* the attention kernel's scratch with Q, K and V rows 3 H D apart */
-        d.q_row_stride = d.k_row_stride = d.v_row_stride = 3 * hq * dq;
-        d.q_batch_stride = d.k_batch_stride = d.v_batch_stride = seq * 3 * hq * dq;
-    }
+    if (n_inner) qkv_layout(&d); /* the attention kernel's scratch reads the projections' rows */
     s->kernel = (af_kernel){.name = n_inner ? af_attention_qkv_name(&d) : af_attention_name(&d),
                             .state = st,
                             .run = attention_run,

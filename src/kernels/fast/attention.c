@@ -118,21 +118,18 @@ size_t af_attention_workspace_size(const af_attention_desc *d, int n_threads) {
     return (size_t)p.ws_floats * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1) + ALIGN_SLACK;
 }
 
-const char *af_attention_name(const af_attention_desc *d) {
-    switch (af_cpu_isa_clamp(d ? d->isa : AF_ISA_SCALAR)) {
-    case AF_ISA_AVX512: return "f32_attention__avx512";
-    case AF_ISA_AVX2: return "f32_attention__avx2";
-    default: return "f32_attention__scalar";
-    }
+/* The kernel names by [with projections][isa level: scalar, AVX2, AVX-512]. */
+static const char *name_for(const af_attention_desc *d, bool qkv) {
+    static const char *const names[2][3] = {
+        {"f32_attention__scalar", "f32_attention__avx2", "f32_attention__avx512"},
+        {"f32_qkv_attention__scalar", "f32_qkv_attention__avx2", "f32_qkv_attention__avx512"}};
+    const af_isa isa = af_cpu_isa_clamp(d ? d->isa : AF_ISA_SCALAR);
+    return names[qkv][isa == AF_ISA_AVX512 ? 2 : isa == AF_ISA_AVX2 ? 1 : 0];
 }
 
-const char *af_attention_qkv_name(const af_attention_desc *d) {
-    switch (af_cpu_isa_clamp(d ? d->isa : AF_ISA_SCALAR)) {
-    case AF_ISA_AVX512: return "f32_qkv_attention__avx512";
-    case AF_ISA_AVX2: return "f32_qkv_attention__avx2";
-    default: return "f32_qkv_attention__scalar";
-    }
-}
+const char *af_attention_name(const af_attention_desc *d) { return name_for(d, false); }
+
+const char *af_attention_qkv_name(const af_attention_desc *d) { return name_for(d, true); }
 
 /* ---- the scalar tile --------------------------------------------------------------------------- */
 

@@ -48,26 +48,10 @@ af_gemm_desc af_gemm_desc_default(void) {
 
 /* ---- prepacking --------------------------------------------------------------------------------- */
 
-/* lanes_contiguous: whether consecutive lanes (rows of op(A) / columns of op(B)) are adjacent in
- * memory, i.e. A transposed or B not transposed. Item b comes from src + b * stride, or, when
- * fill is set, from fill(ctx, b, item) writing it into one item of scratch (ld as for src). */
-static af_status pack_with(const af_gemm_isa_cfg *cfg, af_isa isa, bool is_b, int64_t batch, int64_t rows, int64_t K,
-                           const float *src, int64_t ld, bool lanes_contiguous, int64_t stride, af_gemm_fill_fn fill,
-                           void *ctx, af_gemm_packed **out);
-
-static af_status pack_operand(af_isa isa, bool wide, bool is_b, int64_t batch, int64_t rows, int64_t K,
-                              const float *src, int64_t ld, bool lanes_contiguous, int64_t stride, af_gemm_fill_fn fill,
-                              void *ctx, af_gemm_packed **out) {
-    isa = af_cpu_isa_clamp(isa);
-    const af_gemm_isa_cfg *cfg = wide && isa == AF_ISA_AVX512 ? &af_gemm_cfg_avx512_wide : af_gemm_isa_cfg_for(isa);
-    return pack_with(cfg, isa, is_b, batch, rows, K, src, ld, lanes_contiguous, stride, fill, ctx, out);
-}
-
-af_status af_gemm_pack_a_cfg(af_isa isa, const af_gemm_isa_cfg *cfg, int64_t M, int64_t K, const float *A,
-                             int64_t lda, bool trans_a, af_gemm_packed **out) {
-    return pack_with(cfg, af_cpu_isa_clamp(isa), false, 1, M, K, A, lda, trans_a, 0, NULL, NULL, out);
-}
-
+/* Packs op(A) or op(B) for the tile of cfg. lanes_contiguous: whether consecutive lanes (rows of
+ * op(A) / columns of op(B)) are adjacent in memory, i.e. A transposed or B not transposed. Item b
+ * comes from src + b * stride, or, when fill is set, from fill(ctx, b, item) writing it into one
+ * item of scratch (ld as for src). */
 static af_status pack_with(const af_gemm_isa_cfg *cfg, af_isa isa, bool is_b, int64_t batch, int64_t rows, int64_t K,
                            const float *src, int64_t ld, bool lanes_contiguous, int64_t stride, af_gemm_fill_fn fill,
                            void *ctx, af_gemm_packed **out) {
@@ -104,6 +88,20 @@ static af_status pack_with(const af_gemm_isa_cfg *cfg, af_isa isa, bool is_b, in
     af_free(scratch);
     *out = p;
     return AF_OK;
+}
+
+/* pack_with for the isa's tile, or its 8x48 one (wide, AVX-512). */
+static af_status pack_operand(af_isa isa, bool wide, bool is_b, int64_t batch, int64_t rows, int64_t K,
+                              const float *src, int64_t ld, bool lanes_contiguous, int64_t stride, af_gemm_fill_fn fill,
+                              void *ctx, af_gemm_packed **out) {
+    isa = af_cpu_isa_clamp(isa);
+    const af_gemm_isa_cfg *cfg = wide && isa == AF_ISA_AVX512 ? &af_gemm_cfg_avx512_wide : af_gemm_isa_cfg_for(isa);
+    return pack_with(cfg, isa, is_b, batch, rows, K, src, ld, lanes_contiguous, stride, fill, ctx, out);
+}
+
+af_status af_gemm_pack_a_cfg(af_isa isa, const af_gemm_isa_cfg *cfg, int64_t M, int64_t K, const float *A,
+                             int64_t lda, bool trans_a, af_gemm_packed **out) {
+    return pack_with(cfg, af_cpu_isa_clamp(isa), false, 1, M, K, A, lda, trans_a, 0, NULL, NULL, out);
 }
 
 af_status af_gemm_pack_a(af_isa isa, int64_t batch, int64_t M, int64_t K, const float *A, int64_t lda, bool trans_a,
