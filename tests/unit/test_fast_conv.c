@@ -187,8 +187,11 @@ AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
         {1, 3, 16, 45, 37, 3, 2, 1, 1, true, 0, 0},   /* a MobileNet stem: 3 channels, 3x3 stride 2 */
         {2, 5, 13, 19, 21, 5, 1, 2, 1, true, 0, 1},   /* 5x5, a partial channel vector, batch 2 */
         {1, 7, 1, 15, 15, 1, 1, 0, 1, true, 0, 0},    /* pointwise to one channel */
-        /* 16 output channels or fewer (AVX-512: channels as rows, 48-pixel tiles): */
-        {1, 3, 16, 50, 118, 3, 2, 1, 1, true, 0, 0},  /* a stem: rows of 48 + 11 pixels */
+        /* 16 output channels or fewer, or 64 from at most 4 (AVX-512: channels as rows, tiles of
+         * up to 48 pixels, a row's vectors split evenly): */
+        {1, 3, 16, 50, 118, 3, 2, 1, 1, true, 0, 0},  /* a stem: rows of 59 pixels, 32 + 27 */
+        {1, 3, 64, 37, 230, 7, 2, 3, 1, true, 0, 0},  /* ResNet's stem: rows of 115, 32 + 48 + 35 */
+        {1, 4, 20, 21, 100, 3, 2, 1, 1, true, 0, 0},  /* 4 channels to a partial panel: 32 + 18 */
         {1, 16, 16, 15, 15, 1, 1, 0, 1, true, 0, 0},  /* pointwise: dense runs of 192 + 33 pixels */
         {2, 8, 12, 13, 19, 1, 1, 0, 1, true, 0, 0},   /* pointwise, a partial panel, batch 2 */
         {1, 6, 9, 33, 101, 3, 1, 1, 1, true, 0, 0},   /* 3x3 stride 1 (too few channels for Winograd) */

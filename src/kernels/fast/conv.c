@@ -222,7 +222,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
          * won by 5-13%. With 16 output channels or fewer the implicit kernel's tile has channels
          * as rows too (see conv_implicit.c) and beats the GEMM's 14-row one. */
         const bool gemm_1x1 =
-            s->kh == 1 && s->kw == 1 && oh * ow >= 256 && !af_conv_implicit_channel_rows(req->isa, cout);
+            s->kh == 1 && s->kw == 1 && oh * ow >= 256 && !af_conv_implicit_channel_rows(req->isa, cin, cout);
         const int n_threads = req->n_threads > 0 ? req->n_threads : 1;
         const int wino_m = getenv("AF_NO_WINOGRAD") || oh < 1 || ow < 1
                                ? 0

@@ -43,8 +43,13 @@ static phases phases_for(const af_conv_implicit *c, const af_conv_geom *geo, int
  * model: the stem (3 -> 16, 3x3 stride 2, 112x112 out) 0.192-0.197 -> 0.163-0.172 ms; its
  * 16 -> 16 1x1 conv on 112x112 (here instead of the 1x1 GEMM, whose 14-row tiles left a 2-row
  * one) 0.071-0.075 -> 0.057-0.060 ms. */
-bool af_conv_implicit_channel_rows(af_isa isa, int64_t cout) {
-    return af_cpu_isa_clamp(isa) == AF_ISA_AVX512 && cout <= 2 * af_gemm_cfg_avx512_wide.mr;
+bool af_conv_implicit_channel_rows(af_isa isa, int64_t cin, int64_t cout) {
+    /* A stem turned around too: ResNet-50's (3 -> 64, 7x7 stride 2, 112x112 out), profiled in
+     * the model, 1.82-1.90 -> 1.48-1.50 ms at one thread, 1.05-1.17 -> 0.88-0.92 at two (its
+     * 3.2 MB output written as whole lines; alone, with the output hot in cache, both tiles
+     * took 1.21-1.32 ms). Its 1x1 convs to 64 channels (K = 256) ran 20% slower turned around. */
+    const int64_t most = cin <= 4 ? 8 * af_gemm_cfg_avx512_wide.mr : 2 * af_gemm_cfg_avx512_wide.mr;
+    return af_cpu_isa_clamp(isa) == AF_ISA_AVX512 && cout <= most;
 }
 
 af_status af_conv_implicit_prepare(af_isa isa, const float *w, int64_t cout, int64_t cin, int64_t kh, int64_t kw,
@@ -52,7 +57,7 @@ af_status af_conv_implicit_prepare(af_isa isa, const float *w, int64_t cout, int
     memset(c, 0, sizeof *c);
     *c = (af_conv_implicit){.isa = af_cpu_isa_clamp(isa), .cout = cout, .cin = cin, .kh = kh, .kw = kw};
     const int64_t k = cin * kh * kw;
-    if (af_conv_implicit_channel_rows(c->isa, cout)) {
+    if (af_conv_implicit_channel_rows(c->isa, cin, cout)) {
         c->channel_rows = true;
         return af_gemm_pack_a_cfg(c->isa, &af_gemm_cfg_avx512_wide, cout, k, w, k, false, &c->w); /* op(A) = W */
     }
@@ -98,7 +103,8 @@ typedef struct implicit_run {
      * are dense, runs of the flattened plane, so 7x7 planes fill whole tiles too. */
     int64_t rows, row_len, in_stride, halo;
     int64_t rows_per_block, panels_per_group, n_groups;
-    int panel_w, tile_px; /* output channels per weight panel, pixels per tile */
+    int panel_w, tile_px; /* output channels per weight panel, pixels per tile (at most) */
+    int tile_step;        /* tile widths are multiples of this (the last one in a row excepted) */
     const af_epilogue *epi;   /* NULL: none */
     bool in_registers;        /* the whole epilogue is `fused`, run by the tile function */
     af_gemm_fused fused;
@@ -156,8 +162,12 @@ static void tile_task(void *ctx, int task, int thread) {
         int64_t tile = 0;
         for (int64_t oy = y_lo; oy < y_hi; oy++) {
             const int64_t n0 = oy * r->row_len, len = min64(r->row_len, hw - n0);
-            for (int64_t ox = 0; ox < len; ox += PX, tile++) {
-                const int np = (int)min64(PX, len - ox);
+            /* A row's tiles split its vectors evenly (channel rows: 112 pixels as 48 + 32 + 32,
+             * not 48 + 48 + 16, whose one-vector tile has 8 accumulators for 8 broadcasts). */
+            const int64_t nt = ceil_div(len, PX), nv = ceil_div(len, r->tile_step);
+            for (int64_t i = 0; i < nt; i++, tile++) {
+                const int64_t ox = nv * i / nt * r->tile_step;
+                const int np = (int)(min64(nv * (i + 1) / nt * r->tile_step, len) - ox);
                 const float *pixels = r->planes + oy * r->in_stride + ox;
                 float *cp = r->y + co * hw + n0 + ox;
                 af_gemm_fused ft;
@@ -227,6 +237,7 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
                       .epi = epi && epi->n_steps ? epi : NULL};
     r.panel_w = c->channel_rows ? r.cfg->mr : r.cfg->nr;
     r.tile_px = c->channel_rows ? r.cfg->nr : r.cfg->mr;
+    r.tile_step = c->channel_rows ? 16 : r.tile_px; /* channel rows: whole vectors of pixels */
     if (r.epi && (c->channel_rows ? r.cfg->fused : r.cfg->conv_fused))
         r.in_registers = af_gemm_compile_fused(r.epi, 0, &r.fused) == r.epi->n_steps;
     int32_t *off = workspace;

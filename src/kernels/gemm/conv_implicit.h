@@ -35,9 +35,9 @@ typedef struct af_conv_implicit {
     bool channel_rows; /* w is op(A) = W instead, for the tile with channels as rows (few channels) */
 } af_conv_implicit;
 
-/* Whether a convolution to cout channels runs the tile with channels as rows on isa (16 output
- * channels or fewer, AVX-512). */
-bool af_conv_implicit_channel_rows(af_isa isa, int64_t cout);
+/* Whether a convolution from cin to cout channels runs the tile with channels as rows on isa
+ * (AVX-512: 16 output channels or fewer, or 64 or fewer from a stem's few input channels). */
+bool af_conv_implicit_channel_rows(af_isa isa, int64_t cin, int64_t cout);
 /* w is [cout, cin, kh, kw] float32. AF_ERR_OUT_OF_MEMORY, AF_ERR_INVALID_ARGUMENT, or AF_OK. */
 af_status af_conv_implicit_prepare(af_isa isa, const float *w, int64_t cout, int64_t cin, int64_t kh, int64_t kw,
                                    af_conv_implicit *c);
