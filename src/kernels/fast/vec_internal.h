@@ -87,12 +87,12 @@ typedef struct af_vec_kernels {
     /* y[o, c, i] = x[o, c, i] * scale[c] + shift[c] over rows o < outer of C x inner. */
     void (*scale_shift)(int64_t outer, int64_t C, int64_t inner, const float *x, float *y, const float *scale,
                         const float *shift);
-    /* The Winograd F(m x m, 3x3) convolution (m = 2 or 4): rows (de)interleaved by column mod m
-     * (an input row of w floats read as if after lead zeros and before trailing ones), and the
-     * input and output transforms over a row of n tiles (winograd_body.h has the layouts). */
-    void (*deinterleave)(int m, int64_t n, const float *x, int64_t lead, int64_t w, float *y, int64_t y_ld);
+    /* The Winograd F(m x m, 3x3) convolution (m = 2 or 4): the input transform of a row of n tiles
+     * from its m + 2 input rows (each of w floats read as if after lead zeros and before trailing
+     * ones; NULL: a row of padding), output rows interleaved from their column phases, and the
+     * output transform over a row of n tiles (winograd_body.h has the layouts). */
+    void (*wino_input)(int m, int64_t n, const float *const rows[6], int64_t lead, int64_t w, float *v, int64_t v_ld);
     void (*interleave)(int m, int64_t n, const float *y, int64_t y_ld, float *x);
-    void (*wino_input)(int m, int64_t n, const float *const rows[6], int64_t phase_ld, float *v, int64_t v_ld);
     void (*wino_output)(int m, int64_t n, const float *mp, int64_t m_ld, float *y, int64_t y_ld);
 } af_vec_kernels;
 

@@ -93,7 +93,6 @@ const af_vec_kernels af_vec_scalar = {
     .softmax_row = FV_NAME(f32_softmax_row),
     .layernorm_row = FV_NAME(f32_layernorm_row),
     .scale_shift = FV_NAME(f32_scale_shift),
-    .deinterleave = FV_NAME(f32_deinterleave),
     .interleave = FV_NAME(f32_interleave),
     .wino_input = FV_NAME(f32_wino_input),
     .wino_output = FV_NAME(f32_wino_output),

@@ -103,8 +103,7 @@ typedef struct wino_layout {
     int64_t nty, ntx;        /* tile rows and columns */
     int64_t n_blocks;        /* block b: tile rows [b nty / n_blocks, (b + 1) nty / n_blocks) */
     int64_t n_groups;        /* group g: panels [g np / n_groups, (g + 1) np / n_groups) of np */
-    int64_t prow, pc_ld;     /* a block's phase rows: prow padded rows of pc_ld floats per phase */
-    size_t phase_off, v_off, m_off, px_off, thread_bytes, total;
+    size_t v_off, m_off, px_off, thread_bytes, total;
 } wino_layout;
 
 static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_threads, int mr, int nr,
@@ -136,11 +135,7 @@ static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_
      * workspace planned for n threads serves runs on fewer. */
     const int64_t bt = min64(l->nty, rows_max) * l->ntx;
     if (bt > (INT64_C(1) << 30) / (xi * (c->cin > nr ? c->cin : nr))) return false;
-    l->prow = m * min64(l->nty, rows_max) + 2;
-    l->pc_ld = (l->ntx + 1 + 15) & ~(int64_t)15; /* a tile reads its right neighbour's first two columns */
     size_t at = 0;
-    l->phase_off = at;
-    at += round64((size_t)(m * l->prow * l->pc_ld) * sizeof(float));
     l->v_off = at;
     at += round64((size_t)(xi * c->cin * bt) * sizeof(float));
     l->m_off = at;
@@ -170,31 +165,22 @@ typedef struct wino_run {
     const af_epilogue *epi; /* NULL: none */
 } wino_run;
 
-/* One block's input transform: for each input channel, the block's padded input rows split by
- * column phase (phase b of padded row r, column u: xpad[r][m u + b]), so each of a tile's
- * (m + 2)^2 inputs is a contiguous row over the tiles; then V[ci][xi][t] for the block's tiles t
- * (channel-major: each channel's transform writes consecutive rows). */
-static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, char *scratch, float *v) {
+/* One block's input transform: for each input channel and tile row, V[ci][xi][t] for the
+ * block's tiles t (channel-major: each channel's transform writes consecutive rows), read from
+ * the tile row's m + 2 input rows. */
+static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, float *v) {
     const wino_layout *l = &r->l;
-    float *pc = (float *)(scratch + l->phase_off);
     const int m = r->c->m, alpha = m + 2, xi = alpha * alpha;
-    const int64_t phase_ld = l->prow * l->pc_ld, bt = n_rows * l->ntx, r0 = m * ty0;
-    const int64_t in_rows = m * n_rows + 2;
+    const int64_t bt = n_rows * l->ntx;
     for (int64_t ci = 0; ci < r->c->cin; ci++) {
         const float *in = r->x + ci * r->h * r->w;
-        for (int64_t k = 0; k < in_rows; k++) {
-            const int64_t iy = r0 + k - r->pt;
-            if (iy < 0 || iy >= r->h) {
-                for (int64_t b = 0; b < m; b++)
-                    memset(pc + b * phase_ld + k * l->pc_ld, 0, (size_t)l->pc_ld * sizeof *pc);
-                continue;
-            }
-            r->vk->deinterleave(m, l->pc_ld, in + iy * r->w, r->pl, r->w, pc + k * l->pc_ld, phase_ld);
-        }
         for (int64_t j = 0; j < n_rows; j++) {
             const float *rows[MAX_ALPHA];
-            for (int i = 0; i < alpha; i++) rows[i] = pc + (m * j + i) * l->pc_ld;
-            r->vk->wino_input(m, l->ntx, rows, phase_ld, v + ci * xi * bt + j * l->ntx, bt);
+            for (int i = 0; i < alpha; i++) {
+                const int64_t iy = m * (ty0 + j) + i - r->pt;
+                rows[i] = iy >= 0 && iy < r->h ? in + iy * r->w : NULL;
+            }
+            r->vk->wino_input(m, l->ntx, rows, r->pl, r->w, v + ci * xi * bt + j * l->ntx, bt);
         }
     }
 }
@@ -262,7 +248,7 @@ static void block_task(void *ctx, int task, int thread) {
     const int64_t ty0 = blk * l->nty / l->n_blocks, n_rows = (blk + 1) * l->nty / l->n_blocks - ty0;
     const int64_t n_panels = ceil_div(r->c->cout, nr);
     const int64_t p0 = grp * n_panels / l->n_groups, p1 = (grp + 1) * n_panels / l->n_groups;
-    transform_input(r, ty0, n_rows, scratch, v);
+    transform_input(r, ty0, n_rows, v);
     for (int64_t p = p0; p < p1; p++) panel_products(r, ty0, n_rows, p * nr, scratch, v);
 }
 

@@ -53,8 +53,8 @@ int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64
 af_status af_conv_winograd_prepare(af_isa isa, int m, const float *w, int64_t cout, int64_t cin,
                                    af_conv_winograd *c);
 void af_conv_winograd_release(af_conv_winograd *c);
-/* Scratch bytes one image needs with n_threads threads (the transformed input and products, and
- * each thread's phase rows); 0 when the sizes overflow. */
+/* Scratch bytes one image needs with n_threads threads (each thread's block of transformed input,
+ * products and output rows); 0 when the sizes overflow. */
 size_t af_conv_winograd_workspace(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_threads);
 /* One image: x is [cin, h, w], y is [cout, oh, ow]; geo must be 2-D at stride 1 and dilation 1
  * (any plane size whose workspace fits, not only those af_conv_winograd_tile picks c->m for). epi
