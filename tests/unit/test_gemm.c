@@ -437,8 +437,9 @@ AF_TEST(gemm_threads_and_packing_bit_identical) {
     CHECK(af_epilogue_vec(&e, AF_EPI_BIAS_ROW, vec_m[0], NULL) == AF_OK);
     CHECK(af_epilogue_unary(&e, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
     static const int64_t shapes[][4] = {{257, 257, 257, 1}, {64, 1000, 576, 1}, {2048 / 8, 49, 700, 1},
-                                        {14, 3000, 33, 1},   {100, 64, 128, 3},  {31, 17, 2000, 2}};
-    for (int si = 0; si < 6; si++)
+                                        {14, 3000, 33, 1},   {100, 64, 128, 3},  {31, 17, 2000, 2},
+                                        {128, 400, 300, 1}}; /* BERT's rows: 10 tiles, not 9 and a 2-row one */
+    for (int si = 0; si < 7; si++)
         for (int v = 0; v < 4; v++) {
             gcase c = {.M = shapes[si][0], .N = shapes[si][1], .K = shapes[si][2], .batch = shapes[si][3],
                        .trans_b = v & 1, .alpha = 1.0f, .sa = -1, .sb = -1, .sc = -1,
@@ -463,6 +464,15 @@ AF_TEST(gemm_threads_and_packing_bit_identical) {
                 CHECK(run_ours(&packed, &g, (af_isa)isa, pools[1]) == AF_OK);
                 if (memcmp(first, g.C, g.nc * sizeof(float)) != 0)
                     af_test_fail(__FILE__, __LINE__, "%s shape %d: packed differs from unpacked", af_isa_name(isa), si);
+                /* B prepacked alone: the threads pack A once, its rows spread evenly over the tiles. */
+                gcase shared = c;
+                shared.pack_b = true;
+                for (int t = 1; t < 3; t++) {
+                    CHECK(run_ours(&shared, &g, (af_isa)isa, pools[t]) == AF_OK);
+                    if (memcmp(first, g.C, g.nc * sizeof(float)) != 0)
+                        af_test_fail(__FILE__, __LINE__, "%s shape %d: A shared by %d threads differs", af_isa_name(isa),
+                                     si, t + 1);
+                }
             }
             if (si == 0 && v == 0 && first) { /* and the values are right */
                 reference(&c, &g);

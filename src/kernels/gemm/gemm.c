@@ -183,7 +183,23 @@ typedef struct gemm_run {
     float *ws;
     int64_t ws_floats;  /* per thread */
     bool rows_outer;    /* each A panel sweeps the block's B panels (see choose_order) */
+    bool even_rows;     /* A's rows spread evenly over its panels (see tile_row) */
 } gemm_run;
+
+/* The first row of row tile p of a row block of mcur rows (p up to the tile count, ceil(mcur /
+ * MR), whose "first row" is mcur). A tile is one packed A panel. Where this GEMM packs all of A
+ * into one row block's panels (activations times weights packed as B), its rows spread evenly
+ * over them: 128 rows on the 14x32 tile as 8 x 13 + 2 x 12, not 9 x 14 + 2, whose 2-row tile
+ * has 4 accumulators for 2 B loads a k step (at 128 rows, 128x768x3072 took 6% longer than at
+ * 126). B packed by af_gemm_pack_b, one thread, hot, medians of 6 alternating runs: 128x768x768
+ * 0.73 -> 0.72 ms, 128x2304x768 2.19 -> 2.16, 128x3072x768 2.96 -> 2.90. (BERT's MatMuls pack
+ * their weights for the 8x48 tile, which 128 rows fill.) Otherwise (A prepacked, or split over
+ * tasks and blocks) tiles are MR rows. */
+static int64_t tile_row(const gemm_run *r, int64_t mcur, int64_t p) {
+    const int64_t MR = r->cfg->mr;
+    if (r->even_rows) return mcur * p / ceil_div(mcur, MR);
+    return min64(p * MR, mcur);
+}
 
 /* Floats of workspace one thread needs: the A block and the B block it packs. */
 static int64_t ws_floats_per_thread(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg, const blocking *bl) {
@@ -397,25 +413,26 @@ static void pack_b_panel(const block_ctx *x, int64_t jr, int nr) {
               x->wb + (jr / cfg->nr) * x->b_ps);
 }
 
-static void pack_a_panel(const block_ctx *x, int64_t ir) {
+/* Packs row tile p of the block, and prefetches the next tile's source rows. */
+static void pack_a_panel(const block_ctx *x, int64_t p) {
     const af_gemm_desc *d = x->r->d;
     const af_gemm_isa_cfg *cfg = x->r->cfg;
-    const int64_t MR = cfg->mr;
-    cfg->pack(panel_src(x->a_src, d->lda, d->trans_a, ir), d->lda, d->trans_a, (int)min64(MR, x->mcur - ir),
-              (int)MR, x->kc, x->wa + (ir / MR) * x->a_ps);
-    if (ir + MR < x->mcur)
-        prefetch_block(panel_src(x->a_src, d->lda, d->trans_a, ir + MR), d->lda, d->trans_a,
-                       min64(MR, x->mcur - ir - MR), x->kc);
+    const int64_t ir = tile_row(x->r, x->mcur, p), next = tile_row(x->r, x->mcur, p + 1);
+    cfg->pack(panel_src(x->a_src, d->lda, d->trans_a, ir), d->lda, d->trans_a, (int)(next - ir), cfg->mr, x->kc,
+              x->wa + p * x->a_ps);
+    if (next < x->mcur)
+        prefetch_block(panel_src(x->a_src, d->lda, d->trans_a, next), d->lda, d->trans_a,
+                       tile_row(x->r, x->mcur, p + 2) - next, x->kc);
 }
 
-/* One microkernel call on rows ir.. and columns jr.. of the block: the in-register steps on the
+/* One microkernel call on row tile p and columns jr.. of the block: the in-register steps on the
  * last K block, and the rest of the epilogue after the store. */
-static void run_tile(const block_ctx *x, int64_t ir, int64_t jr, int nr, const float *bp, int64_t bld,
+static void run_tile(const block_ctx *x, int64_t p, int64_t jr, int nr, const float *bp, int64_t bld,
                      const float *pf, int64_t pf_ld, bool prefetch_residual) {
     const af_gemm_desc *d = x->r->d;
     const af_gemm_isa_cfg *cfg = x->r->cfg;
-    const int64_t MR = cfg->mr, m = x->ic + ir, n = x->jc + jr;
-    const int mr = (int)min64(MR, x->mcur - ir);
+    const int64_t MR = cfg->mr, ir = tile_row(x->r, x->mcur, p), m = x->ic + ir, n = x->jc + jr;
+    const int mr = (int)(tile_row(x->r, x->mcur, p + 1) - ir);
     float *cp = x->C + m * d->ldc + n;
     af_gemm_fused ft;
     const bool fuse = x->last && x->fb;
@@ -424,7 +441,7 @@ static void run_tile(const block_ctx *x, int64_t ir, int64_t jr, int nr, const f
         prefetch_rows(x->fb->residual + (m + 2 * MR) * x->fb->res_ld + n, x->fb->res_ld,
                       min64(MR, x->m_hi - m - 2 * MR), nr);
     const af_gemm_tile_args t = {.kc = x->kc,
-                                 .a = x->a_base + (ir / MR) * x->a_ps,
+                                 .a = x->a_base + p * x->a_ps,
                                  .b = bp,
                                  .ldb = bld,
                                  .c = cp,
@@ -445,7 +462,7 @@ static void run_tile(const block_ctx *x, int64_t ir, int64_t jr, int nr, const f
  * prefetched, so the packing overlaps the microkernels. */
 static void sweep_cols_outer(const block_ctx *x) {
     const af_gemm_desc *d = x->r->d;
-    const int64_t MR = x->r->cfg->mr, NR = x->r->cfg->nr;
+    const int64_t MR = x->r->cfg->mr, NR = x->r->cfg->nr, n_tiles = ceil_div(x->mcur, MR);
     for (int64_t jr = 0; jr < x->ncur; jr += NR) {
         const int nr = (int)min64(NR, x->ncur - jr);
         const bool more = jr + NR < x->ncur;
@@ -462,7 +479,7 @@ static void sweep_cols_outer(const block_ctx *x) {
                  * two lines at its pointer each k step): all of it from the first tile asked DRAM
                  * for a row a k step, more than one core gets (as in conv_implicit.c). BERT-base's
                  * GEMMs with cold weights, one thread: 2-4% faster. */
-                pf_ld = ceil_div(NR, ceil_div(x->mcur, MR));
+                pf_ld = ceil_div(NR, n_tiles);
                 pf_share = pf_ld * x->kc;
                 pf = bp + x->b_ps;
             }
@@ -473,9 +490,9 @@ static void sweep_cols_outer(const block_ctx *x) {
                 pf_ld = d->ldb;
             }
         }
-        for (int64_t ir = 0; ir < x->mcur; ir += MR) {
-            if (x->a_src && jr == 0) pack_a_panel(x, ir);
-            run_tile(x, ir, jr, nr, bp, bld, pf, pf_ld, true);
+        for (int64_t p = 0; p < n_tiles; p++) {
+            if (x->a_src && jr == 0) pack_a_panel(x, p);
+            run_tile(x, p, jr, nr, bp, bld, pf, pf_ld, true);
             if (pf_share) pf += pf_share;
             else pf_ld = 0; /* one kernel per panel prefetches */
         }
@@ -486,19 +503,19 @@ static void sweep_cols_outer(const block_ctx *x) {
  * along its rows from the block's first column to its last, a few long streams instead of a
  * line or two of every row per B panel. The B panels come from L2 (see choose_order). */
 static void sweep_rows_outer(const block_ctx *x) {
-    const int64_t MR = x->r->cfg->mr, NR = x->r->cfg->nr;
+    const int64_t MR = x->r->cfg->mr, NR = x->r->cfg->nr, n_tiles = ceil_div(x->mcur, MR);
     if (x->pack_b && x->b_src)
         for (int64_t jr = 0; jr < x->ncur; jr += NR) {
             const int nr = (int)min64(NR, x->ncur - jr);
             if (!b_in_place(x, nr)) pack_b_panel(x, jr, nr);
         }
-    for (int64_t ir = 0; ir < x->mcur; ir += MR) {
-        if (x->a_src) pack_a_panel(x, ir);
+    for (int64_t p = 0; p < n_tiles; p++) {
+        if (x->a_src) pack_a_panel(x, p);
         for (int64_t jr = 0; jr < x->ncur; jr += NR) {
             const int nr = (int)min64(NR, x->ncur - jr);
             int64_t bld;
             const float *bp = b_panel(x, jr, nr, &bld);
-            run_tile(x, ir, jr, nr, bp, bld, bp, 0, false);
+            run_tile(x, p, jr, nr, bp, bld, bp, 0, false);
         }
     }
 }
@@ -681,18 +698,19 @@ size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads) {
 
 typedef struct pack_a_run {
     const af_gemm_desc *d;
-    const af_gemm_isa_cfg *cfg;
+    const gemm_run *r;
     float *dst;
 } pack_a_run;
 
-/* Panel p of op(A) over the whole K, where a prepacked A keeps it. */
+/* Row tile p of op(A) over the whole K (all of A is one row block), where a prepacked A keeps
+ * panel p. */
 static void pack_a_task(void *ctx, int p, int thread) {
     (void)thread;
-    const pack_a_run *r = ctx;
-    const af_gemm_desc *d = r->d;
-    const int64_t mr = r->cfg->mr, m0 = (int64_t)p * mr;
-    r->cfg->pack(panel_src(d->A, d->lda, d->trans_a, m0), d->lda, d->trans_a, min64(mr, d->M - m0), (int)mr, d->K,
-                 r->dst + m0 * d->K);
+    const pack_a_run *pr = ctx;
+    const af_gemm_desc *d = pr->d;
+    const int64_t mr = pr->r->cfg->mr, m0 = tile_row(pr->r, d->M, p), m1 = tile_row(pr->r, d->M, p + 1);
+    pr->r->cfg->pack(panel_src(d->A, d->lda, d->trans_a, m0), d->lda, d->trans_a, m1 - m0, (int)mr, d->K,
+                     pr->dst + p * mr * d->K);
 }
 
 af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
@@ -717,11 +735,11 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
     r.ws = own ? own : d->workspace;
     af_gemm_desc with_a; /* d with A packed by all threads into the workspace (see shared_a) */
     af_gemm_packed view;
-    if (shared_a(d, r.cfg, &r.bl, n_threads)) {
+    const af_gemm_desc *unpacked = d; /* A's source when shared */
+    const bool share_a = shared_a(d, r.cfg, &r.bl, n_threads), packs_a = !d->packed_a;
+    if (share_a) {
         /* A's rows fit one row block, so its panels are few. */
         const int64_t panels = ceil_div(d->M, r.cfg->mr);
-        pack_a_run pr = {.d = d, .cfg = r.cfg, .dst = r.ws};
-        af_threadpool_run_affine(pool, (int)panels, pack_a_task, &pr);
         view = (af_gemm_packed){.isa = isa, .cfg = r.cfg, .is_b = false, .w = r.cfg->mr, .batch = 1, .rows = d->M,
                                 .K = d->K, .item_stride = panels * r.cfg->mr * d->K, .bytes = need, .data = r.ws};
         with_a = *d;
@@ -729,6 +747,12 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
         r.d = d = &with_a; /* both operands packed now: no per-thread blocks */
     }
     choose_tasks(&r, n_threads);
+    /* One row block holding all of A, packed here: its rows spread evenly over the tiles. */
+    r.even_rows = packs_a && r.n_mt == 1 && d->M <= r.bl.mc;
+    if (share_a) {
+        pack_a_run pr = {.d = unpacked, .r = &r, .dst = r.ws};
+        af_threadpool_run_affine(pool, (int)ceil_div(d->M, r.cfg->mr), pack_a_task, &pr);
+    }
     r.rows_outer = choose_order(&r);
     /* With B prepacked and the task's rows in one row block, a column block buys nothing (each
      * B panel is used by every A panel once, in turn) and costs a packing of A per column block:
