@@ -108,6 +108,64 @@ FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
 #include "kernels/fast/elementwise_body.h"
 #include "kernels/fast/norm_body.h"
 #include "kernels/fast/pool_body.h"
+/* For winograd_body.h: lanes i = x[c + i] where 0 <= c + i < w, zero elsewhere. The lanes in
+ * range are loaded from x[c + lo] into the low lanes (never reading outside the row) and moved up
+ * by lo; the lanes moved in from past the load are its zeroed ones. */
+FV_INLINE fv_v fv_load_window(const float *x, int64_t c, int64_t w) {
+    if (c >= 0 && c + 8 <= w) return _mm256_loadu_ps(x + c);
+    const int64_t lo = c < 0 ? -c : 0, hi = w - c < 8 ? w - c : 8;
+    if (hi <= lo) return _mm256_setzero_ps();
+    const __m256 v = _mm256_maskload_ps(x + c + lo, fv_tail(hi - lo));
+    const __m256i up = _mm256_sub_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)lo));
+    return _mm256_permutevar8x32_ps(v, up);
+}
+/* Splits the 32 floats of in[0..3] by index mod 4: out[b] lane u = element 4 u + b. Per 128-bit
+ * lane, a 4x4 transpose leaves tiles 0, 2, 4, 6 (low lane) and 1, 3, 5, 7 (high); a permute
+ * puts them in order. */
+#define FV_HAS_DEINT
+FV_INLINE void fv_deint4(const fv_v in[4], fv_v out[4]) {
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 t0 = _mm256_unpacklo_ps(in[0], in[1]), t1 = _mm256_unpacklo_ps(in[2], in[3]);
+    const __m256 t2 = _mm256_unpackhi_ps(in[0], in[1]), t3 = _mm256_unpackhi_ps(in[2], in[3]);
+    out[0] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(1, 0, 1, 0)), order);
+    out[1] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 2, 3, 2)), order);
+    out[2] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t2, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
+    out[3] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t2, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
+}
+/* The `count` floats of q[0..] stored at p: whole vectors, then one masked. */
+FV_INLINE void fv_store_first(float *p, const __m256 *q, int64_t count) {
+    for (int k = 0; 8 * k < count; k++) {
+        const int64_t left = count - 8 * k;
+        if (left >= 8) _mm256_storeu_ps(p + 8 * k, q[k]);
+        else _mm256_maskstore_ps(p + 8 * k, fv_tail(left), q[k]);
+    }
+}
+/* The inverse of fv_deint4: p[4 u + b] = in[b] lane u, for the first 4 n floats (n <= 8). */
+FV_INLINE void fv_int4(const fv_v in[4], float *p, int64_t n) {
+    const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    __m256 r[4];
+    for (int b = 0; b < 4; b++) r[b] = _mm256_permutevar8x32_ps(in[b], split);
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpacklo_ps(r[2], r[3]);
+    const __m256 t2 = _mm256_unpackhi_ps(r[0], r[1]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 q[4] = {_mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 2, 3, 2)),
+                         _mm256_shuffle_ps(t2, t3, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(t2, t3, _MM_SHUFFLE(3, 2, 3, 2))};
+    fv_store_first(p, q, 4 * n);
+}
+/* The same by index mod 2 over the 16 floats of in[0..1] (out[0], out[1]), and its inverse for
+ * 2 n floats. */
+FV_INLINE void fv_deint2(const fv_v in[4], fv_v out[4]) {
+    const __m256 ev = _mm256_shuffle_ps(in[0], in[1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 od = _mm256_shuffle_ps(in[0], in[1], _MM_SHUFFLE(3, 1, 3, 1));
+    out[0] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0)));
+    out[1] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+FV_INLINE void fv_int2(const fv_v in[4], float *p, int64_t n) {
+    const __m256 a = _mm256_unpacklo_ps(in[0], in[1]), b = _mm256_unpackhi_ps(in[0], in[1]);
+    const __m256 q[2] = {_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31)};
+    fv_store_first(p, q, 2 * n);
+}
 #include "kernels/fast/winograd_body.h"
 
 const af_vec_kernels af_vec_avx2 = {
