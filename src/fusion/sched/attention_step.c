@@ -290,11 +290,12 @@ static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilog
     size_t ws_size = own ? need : k->workspace_bytes;
     if (x) {
         float *qkv = (float *)ws;
+        const size_t head = qkv_bytes(s, d.batch * d.seq_q);
         d.q = qkv;
         d.k = qkv + hd;
         d.v = qkv + 2 * hd;
-        ws += qkv_bytes(s, d.batch * d.seq_q);
-        ws_size -= qkv_bytes(s, d.batch * d.seq_q);
+        ws += head;
+        ws_size -= head;
         af_status st = run_projections(s, x, qkv, ws, ws_size, pool);
         if (st != AF_OK) {
             af_free_aligned(own);

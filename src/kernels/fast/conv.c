@@ -219,8 +219,9 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
          * subsample) where the output has enough pixels for whole 32-wide tiles: on ResNet-50's
          * 56x56 and 28x28 1x1 layers it beat the implicit kernel by 5-20% (whose tiles store
          * transposed, and K = cin is short there); on the 14x14 and 7x7 ones the implicit kernel
-         * won by 5-13%. With 16 output channels or fewer the implicit kernel's tile has channels
-         * as rows too (see conv_implicit.c) and beats the GEMM's 14-row one. */
+         * won by 5-13%. Where the implicit kernel's tile has channels as rows
+         * (af_conv_implicit_channel_rows: 16 output channels or fewer, say) it beats the GEMM's
+         * 14-row one. */
         const bool gemm_1x1 =
             s->kh == 1 && s->kw == 1 && oh * ow >= 256 && !af_conv_implicit_channel_rows(req->isa, cin, cout);
         const int n_threads = req->n_threads > 0 ? req->n_threads : 1;

@@ -2,8 +2,9 @@
  * The Winograd F(m x m, 3x3) transforms (m = 4 or 2) of src/kernels/gemm/conv_winograd.c, written
  * once over the fv_* vector layer and compiled per ISA by vec_scalar.c, vec_avx2.c and
  * vec_avx512.c. Each runs along a row of n tiles, one tile per vector lane: the input transform
- * reads a tile row's input rows and splits them by column phase in registers (AVX-512; a small
- * buffer elsewhere), and the output transform leaves m x m rows of pixels for the driver.
+ * reads a tile row's input rows and splits them by column phase in registers (AVX-512 and AVX2;
+ * a small buffer in the scalar build), and the output transform leaves m x m rows of pixels for
+ * the driver.
  *
  * F(4x4, 3x3), interpolation points 0, 1, -1, 2, -2 and infinity (Lavin and Gray):
  *   input   V = B^T d B,  B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;

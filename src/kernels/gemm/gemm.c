@@ -741,11 +741,10 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
     af_gemm_packed view;
     const af_gemm_desc *unpacked = d; /* A's source when shared */
     const bool share_a = shared_a(d, r.cfg, &r.bl, n_threads), packs_a = !d->packed_a;
+    const int64_t a_panels = ceil_div(d->M, r.cfg->mr); /* shared: A's rows fit one row block, so few */
     if (share_a) {
-        /* A's rows fit one row block, so its panels are few. */
-        const int64_t panels = ceil_div(d->M, r.cfg->mr);
         view = (af_gemm_packed){.isa = isa, .cfg = r.cfg, .is_b = false, .w = r.cfg->mr, .batch = 1, .rows = d->M,
-                                .K = d->K, .item_stride = panels * r.cfg->mr * d->K, .bytes = need, .data = r.ws};
+                                .K = d->K, .item_stride = a_panels * r.cfg->mr * d->K, .bytes = need, .data = r.ws};
         with_a = *d;
         with_a.packed_a = &view;
         r.d = d = &with_a; /* both operands packed now: no per-thread blocks */
@@ -755,7 +754,7 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
     r.even_rows = packs_a && r.n_mt == 1 && d->M <= r.bl.mc;
     if (share_a) {
         pack_a_run pr = {.d = unpacked, .r = &r, .dst = r.ws};
-        af_threadpool_run_affine(pool, (int)ceil_div(d->M, r.cfg->mr), pack_a_task, &pr);
+        af_threadpool_run_affine(pool, (int)a_panels, pack_a_task, &pr);
     }
     r.rows_outer = choose_order(&r);
     /* With B prepacked and the task's rows in one row block, a column block buys nothing (each
