@@ -62,6 +62,21 @@ static int in_place_source(const af_graph *g, const af_lifetimes *lt, const af_n
     return -1;
 }
 
+/* For fused step s (step i): the residual its output may be written over, or -1. */
+static int residual_source(const af_graph *g, const af_lifetimes *lt, const af_step *s, int i) {
+    if (s->n_residuals != 1 || !s->kernel.residual_in_place || !s->kernel.residual_in_place(&s->kernel, &s->epi))
+        return -1;
+    const int out = s->output, v = s->residual_value[0];
+    if (v < 0 || v == out || !arena_candidate(g, out) || !arena_candidate(g, v) || lt->first[v] < 0 ||
+        lt->first[v] >= i || lt->last[v] != i)
+        return -1;
+    /* The kernel reads its own inputs all through its run: the residual must not be one of them. */
+    const af_node *kn = s->kernel_node ? s->kernel_node : &g->nodes[s->anchor];
+    for (int k = 0; k < kn->n_inputs; k++)
+        if (kn->inputs[k] == v) return -1;
+    return af_tensor_same_shape(&g->values[v].t, &g->values[out].t) ? v : -1;
+}
+
 af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_lifetimes *lt, af_error *err) {
     memset(lt, 0, sizeof *lt);
     int n_steps = plan ? plan->n_steps : g->n_nodes;
@@ -86,10 +101,16 @@ af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_l
         for (int k = 0; k < n; k++) lt->last[buf[k]] = i;
     }
     for (int i = 0; i < g->n_outputs; i++) lt->last[g->outputs[i]] = n_steps;
-    /* In-place candidates: unfused one-node steps (plan NULL: every node runs alone). */
+    /* In-place candidates: unfused one-node steps (plan NULL: every node runs alone), and fused
+     * steps over their residual. */
     for (int i = 0; i < n_steps; i++) {
         const af_step *s = plan ? &plan->steps[i] : NULL;
-        if (s && (s->output >= 0 || s->n_nodes != 1 || s->kernel_node)) continue;
+        if (s && s->output >= 0) {
+            int src = residual_source(g, lt, s, i);
+            if (src >= 0) lt->alias[s->output] = src;
+            continue;
+        }
+        if (s && (s->n_nodes != 1 || s->kernel_node)) continue;
         const af_node *n = &g->nodes[s ? s->anchor : i];
         int src = in_place_source(g, lt, n, i);
         if (src >= 0) lt->alias[n->outputs[0]] = src;

@@ -7,7 +7,11 @@
  * In place: the output of an unfused elementwise step (a one-to-one float32 op whose kernels, fast
  * and reference, read element i before writing element i and nothing else after) may take the
  * arena slot of an input of the same shape whose last reader is that step, when neither is a
- * graph input, output or constant. Such values form one slot that lives from the first's
+ * graph input, output or constant. So may the output of a fused step over the residual its
+ * epilogue adds, under the same conditions, when the step's kernel reads each residual element
+ * before writing the output element at its position (af_kernel.residual_in_place) and the
+ * residual is not also one of the kernel's inputs: a conv + residual Add (+ ReLU) then streams one
+ * tensor through the cache instead of two. Such values form one slot that lives from the first's
  * producer to the last's last reader.
  *
  *   af_lifetimes lt;

@@ -93,10 +93,34 @@ static float epi_ref(epi_case ec, float x, float res) {
     }
 }
 
+/* Runs k with epilogue e whose step r adds a residual that is the output itself: the output
+ * buffer is filled with res first (as the memory planner leaves it when the output takes the
+ * residual's slot). */
+static af_status run_over_residual(fx *f, const af_kernel *k, af_epilogue e, int r, const float *res,
+                                   af_threadpool *pool, af_tensor *out) {
+    af_status st = fx_alloc_outputs(f, out);
+    if (st != AF_OK) return st;
+    memcpy(out[0].data, res, out[0].nbytes);
+    e.steps[r].p = out[0].data;
+    const af_tensor *ins[FX_MAX_IN];
+    af_tensor *outs[FX_MAX_OUT] = {&out[0]};
+    af_op_ctx c = fx_ctx(f, ins, outs);
+    void *ws = k->workspace_bytes ? af_malloc_aligned(k->workspace_bytes) : NULL;
+    st = k->run(k, &c, &e, pool, ws);
+    af_free_aligned(ws);
+    return st;
+}
+
+/* In-place residuals: which kernels take them (af_kernel.residual_in_place, for the residual +
+ * ReLU case), counted over the checks, and every one that says so computes the same as apart. */
+typedef struct in_place_count {
+    int yes, no;
+} in_place_count;
+
 /* One conv case at one ISA: the kernel must be want_kernel; every epilogue case on one and two
- * threads, within tol. */
+ * threads, within tol; where the kernel takes its residual in place, also run so. */
 static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *pools, const char *want_kernel,
-                            fx_tol tol) {
+                                    fx_tol tol, in_place_count *ipc) {
     fx f;
     fx_init(&f, AF_OP_CONV, 17);
     fx_input(&f, fx_rand(4, (int64_t[]){cc->n, cc->cin, cc->h, cc->w}, -1, 1, 11), false);
@@ -134,13 +158,19 @@ static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *poo
         if (ec == EPI_RESIDUAL_RELU_GELU) CHECK(af_epilogue_unary(&e, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
         const float *c = conv[0].data;
         for (int64_t j = 0; j < numel; j++) want[j] = epi_ref((epi_case)ec, c[j], res[j]);
+        const bool in_place = ec >= EPI_RESIDUAL_RELU && k.residual_in_place && k.residual_in_place(&k, &e);
+        if (ec == EPI_RESIDUAL_RELU && ipc) in_place ? ipc->yes++ : ipc->no++;
         for (int p = 0; p < 2; p++) {
-            CHECK(fx_run(&f, &k, &e, pl[p], got) == AF_OK);
-            int64_t bad = fx_count_off(&got[0], &ref, tol, k.name);
-            if (bad) printf("  epilogue case %d, %d thread(s), isa %s: %lld off\n", ec, p + 1, af_isa_name(isa),
-                            (long long)bad);
-            CHECK_EQ_INT(bad, 0);
-            fx_free_outputs(&f, got);
+            for (int over = 0; over <= in_place; over++) {
+                CHECK((over ? run_over_residual(&f, &k, e, 0, res, pl[p], got) : fx_run(&f, &k, &e, pl[p], got)) ==
+                      AF_OK);
+                int64_t bad = fx_count_off(&got[0], &ref, tol, k.name);
+                if (bad)
+                    printf("  epilogue case %d%s, %d thread(s), isa %s: %lld off\n", ec,
+                           over ? " (output over its residual)" : "", p + 1, af_isa_name(isa), (long long)bad);
+                CHECK_EQ_INT(bad, 0);
+                fx_free_outputs(&f, got);
+            }
         }
     }
     af_free(res);
@@ -151,18 +181,34 @@ static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *poo
 }
 
 /* check_epilogues over cases at every ISA; want_kernel names the kernel each ISA must pick; the
- * tolerance of a case comes from tol_for (NULL: 1e-5 + 1e-4 |ref|). */
+ * tolerance of a case comes from tol_for (NULL: 1e-5 + 1e-4 |ref|); in_place says whether an
+ * ISA's kernel must take the residual in place, on every case or on none. */
 static void check_cases(const conv_case *cases, size_t n, const char *(*want_kernel)(af_isa),
-                        fx_tol (*tol_for)(const conv_case *)) {
+                                 fx_tol (*tol_for)(const conv_case *), bool (*in_place)(af_isa)) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
     af_isa isas[AF_ISA_COUNT];
     int n_isa = fx_isas(isas);
-    for (int i = 0; i < n_isa; i++)
+    for (int i = 0; i < n_isa; i++) {
+        in_place_count ipc = {0, 0};
         for (size_t c = 0; c < n; c++)
             check_epilogues(&cases[c], isas[i], &pools, want_kernel(isas[i]),
-                            tol_for ? tol_for(&cases[c]) : (fx_tol){1e-5, 1e-4, 0});
+                                    tol_for ? tol_for(&cases[c]) : (fx_tol){1e-5, 1e-4, 0}, &ipc);
+        const bool want = in_place(isas[i]);
+        if (want ? ipc.no : ipc.yes)
+            printf("  isa %s: residual in place on %d cases, apart on %d\n", af_isa_name(isas[i]), ipc.yes, ipc.no);
+        CHECK_EQ_INT(want ? ipc.no : ipc.yes, 0);
+    }
     fx_pools_free(&pools);
+}
+
+/* The GEMM microkernels apply a residual in registers on AVX-512 and AVX2, and so does the
+ * implicit GEMM's tile on AVX-512; the rest (and the scalar tiles) add it after the store. */
+static bool in_place_avx(af_isa isa) { return isa != AF_ISA_SCALAR; }
+static bool in_place_avx512(af_isa isa) { return isa == AF_ISA_AVX512; }
+static bool in_place_never(af_isa isa) {
+    (void)isa;
+    return false;
 }
 
 static const char *implicit_kernel(af_isa isa) {
@@ -196,7 +242,7 @@ AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
         {2, 8, 12, 13, 19, 1, 1, 0, 1, true, 0, 0},   /* pointwise, a partial panel, batch 2 */
         {1, 6, 9, 33, 101, 3, 1, 1, 1, true, 0, 0},   /* 3x3 stride 1 (too few channels for Winograd) */
     };
-    check_cases(cases, sizeof cases / sizeof cases[0], implicit_kernel, NULL);
+    check_cases(cases, sizeof cases / sizeof cases[0], implicit_kernel, NULL, in_place_avx512);
 }
 
 /* Depthwise convolutions with their epilogues, on planes large enough for several row chunks per
@@ -208,7 +254,37 @@ AF_TEST(fast_conv_depthwise_applies_its_epilogue) {
         {1, 17, 17, 7, 7, 5, 1, 2, 17, true, 0, 0},     /* 7x7 planes, one channel past a group */
         {1, 20, 20, 15, 15, 3, 1, 2, 20, true, 2, 1},   /* dilated, uneven pads */
     };
-    check_cases(cases, sizeof cases / sizeof cases[0], depthwise_kernel, NULL);
+    check_cases(cases, sizeof cases / sizeof cases[0], depthwise_kernel, NULL, in_place_never);
+}
+
+static const char *gemm_1x1_kernel(af_isa isa) {
+    (void)isa;
+    return "f32_conv1x1_gemm";
+}
+
+static const char *im2col_kernel(af_isa isa) {
+    (void)isa;
+    return "f32_conv_im2col_gemm";
+}
+
+/* The GEMM paths with their epilogues: 1x1 convs on 256+ pixels (widths whose last tile has 12
+ * columns, fewer than its rows: the AVX-512 column kernel) and grouped ones through im2col. */
+AF_TEST(fast_conv_gemm_applies_its_epilogue) {
+    const conv_case gemm_1x1[] = {
+        {1, 24, 40, 15, 20, 1, 1, 0, 1, true, 0, 0},  /* 300 pixels: 9 tiles of 32 and one of 12 */
+        {2, 16, 30, 17, 17, 1, 1, 0, 1, true, 0, 0},  /* 289 pixels, batch 2, a partial row tile */
+        {1, 64, 70, 28, 28, 1, 1, 0, 1, true, 0, 0},  /* ResNet-50's 28x28, several tasks */
+    };
+    check_cases(gemm_1x1, sizeof gemm_1x1 / sizeof gemm_1x1[0], gemm_1x1_kernel, NULL, in_place_avx);
+    const conv_case im2col[] = {
+        {1, 12, 18, 20, 20, 3, 1, 1, 2, true, 0, 0},  /* 2 groups */
+        {1, 8, 8, 22, 23, 3, 1, 1, 4, true, 2, 0},    /* 4 groups, dilated */
+    };
+    check_cases(im2col, sizeof im2col / sizeof im2col[0], im2col_kernel, NULL, in_place_avx);
+    /* K past one block (KC_MAX, 768): the first block's partial sums are stored before the
+     * residual is added, so the output cannot be written over it. */
+    const conv_case long_k[] = {{1, 800, 20, 16, 16, 1, 1, 0, 1, true, 0, 0}};
+    check_cases(long_k, 1, gemm_1x1_kernel, NULL, in_place_never);
 }
 
 static const char *winograd_kernel(af_isa isa) {
@@ -243,7 +319,7 @@ AF_TEST(fast_conv_winograd_matches_reference) {
         {1, 64, 64, 56, 56, 3, 1, 1, 1, true, 0, 0},  /* ResNet-50's first stage */
         {1, 16, 16, 9, 133, 3, 1, 1, 1, true, 0, 2},  /* rows of 3 vectors of tiles, the last partial */
     };
-    check_cases(cases, sizeof cases / sizeof cases[0], winograd_kernel, winograd_tol);
+    check_cases(cases, sizeof cases / sizeof cases[0], winograd_kernel, winograd_tol, in_place_never);
 }
 
 /* Planes with too few 4x4 tiles for F(4x4) but 32+ tiles of 2x2 run F(2x2, 3x3). */
@@ -254,7 +330,7 @@ AF_TEST(fast_conv_winograd_2x2_matches_reference) {
         {1, 24, 17, 15, 15, 3, 1, 0, 1, true, 0, 0},  /* no padding: 13x13 */
         {1, 16, 16, 3, 71, 3, 1, 1, 1, true, 0, 0},   /* rows of 3 vectors of tiles, the last partial */
     };
-    check_cases(cases, sizeof cases / sizeof cases[0], winograd_2x2_kernel, winograd_tol);
+    check_cases(cases, sizeof cases / sizeof cases[0], winograd_2x2_kernel, winograd_tol, in_place_never);
 }
 
 /* A Winograd conv prepared for cc's plane runs a side x side one too, at 1 and 2 threads. */

@@ -27,6 +27,7 @@ typedef struct conv_state {
     af_depthwise_conv dw;    /* depthwise path when dw.weights is set */
     af_conv_implicit implicit; /* the implicit GEMM when implicit.w is set (then packed is NULL) */
     af_conv_winograd wino;     /* Winograd F(m x m, 3x3) when wino.u is set (then packed is NULL) */
+    int64_t out_hw;            /* output pixels per channel as planned; -1: unknown */
 } conv_state;
 
 static void conv_free(void *p) {
@@ -177,6 +178,30 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     return AF_OK;
 }
 
+/* af_kernel.residual_in_place: the kernel's own bias and epi's ops, as conv_run passes them, on
+ * the algorithm prepared. Winograd applies its epilogue to output rows already written, and the
+ * depthwise kernels are not looked at: neither. */
+static bool conv_residual_in_place(const af_kernel *k, const af_epilogue *epi) {
+    const conv_state *s = k->state;
+    af_epilogue e;
+    af_epilogue_init(&e);
+    if (s->bias && af_epilogue_vec(&e, AF_EPI_BIAS_ROW, s->bias, NULL) != AF_OK) return false;
+    for (int i = 0; epi && i < epi->n_steps; i++) { /* copied: a residual's vector is set per run */
+        if (e.n_steps == AF_EPI_MAX_STEPS) return false;
+        e.steps[e.n_steps++] = epi->steps[i];
+    }
+    if (s->implicit.w) return af_conv_implicit_residual_in_place(&s->implicit, &e);
+    if (!s->packed || s->out_hw < 1) return false;
+    af_gemm_desc d = af_gemm_desc_default();
+    d.isa = s->isa;
+    d.M = s->cout / s->groups;
+    d.N = d.ldb = d.ldc = s->out_hw;
+    d.K = s->cin / s->groups * s->kh * s->kw;
+    d.packed_a = s->packed[0];
+    d.epilogue = &e;
+    return af_sgemm_residual_in_place(&d);
+}
+
 af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_error *err) {
     const af_node *n = req->node;
     const af_tensor *x = af_kernel_input(req, 0), *w = af_kernel_input(req, 1), *b = af_kernel_input(req, 2);
@@ -200,7 +225,8 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
     conv_state *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing Conv '%s'", n->name);
     *s = (conv_state){.isa = req->isa, .cout = cout, .cin = cin, .groups = groups, .kh = w->dims[2],
-                      .kw = w->dims[3], .bias = b ? b->data : NULL};
+                      .kw = w->dims[3], .bias = b ? b->data : NULL,
+                      .out_hw = y->rank == 4 && y->dims[2] >= 0 && y->dims[3] >= 0 ? y->dims[2] * y->dims[3] : -1};
     af_status st = AF_OK;
     bool depthwise = groups == cin && groups == cout;
     if (depthwise) {
@@ -282,6 +308,7 @@ done:
     k->free_state = conv_free;
     k->run = conv_run;
     k->takes_epilogue = true;
+    k->residual_in_place = conv_residual_in_place;
     k->packed_inputs = 1u << 1; /* W is packed (or copied, for depthwise); the bias is read in place */
     if (s->dw.weights) k->weight_bytes = (size_t)(cout * s->kh * s->kw) * sizeof(float);
     for (int64_t g = 0; s->packed && g < groups; g++) k->weight_bytes += af_gemm_packed_bytes(s->packed[g]);

@@ -88,6 +88,21 @@ size_t af_conv_implicit_workspace(const af_conv_implicit *c, const af_conv_geom 
     return offsets_bytes(c) + (p.in_place ? 0 : (size_t)(c->cin * p.chan_ld) * sizeof(float));
 }
 
+static const af_gemm_isa_cfg *tile_cfg(const af_conv_implicit *c) {
+    return c->channel_rows ? &af_gemm_cfg_avx512_wide : af_gemm_isa_cfg_for(c->isa);
+}
+
+/* Whether c's tile function runs all of epi, in registers (into *f). */
+static bool epilogue_in_registers(const af_conv_implicit *c, const af_epilogue *epi, af_gemm_fused *f) {
+    const af_gemm_isa_cfg *cfg = tile_cfg(c);
+    return (c->channel_rows ? cfg->fused : cfg->conv_fused) && af_gemm_compile_fused(epi, 0, f) == epi->n_steps;
+}
+
+bool af_conv_implicit_residual_in_place(const af_conv_implicit *c, const af_epilogue *epi) {
+    af_gemm_fused f;
+    return c->w && epi && epilogue_in_registers(c, epi, &f) && af_gemm_residual_in_registers(epi);
+}
+
 typedef struct implicit_run {
     const af_conv_implicit *c;
     const af_gemm_isa_cfg *cfg;
@@ -225,7 +240,7 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
         af_conv_implicit_workspace(c, geo, oh, ow) > workspace_bytes)
         return AF_ERR_RUNTIME;
     implicit_run r = {.c = c,
-                      .cfg = c->channel_rows ? &af_gemm_cfg_avx512_wide : af_gemm_isa_cfg_for(c->isa),
+                      .cfg = tile_cfg(c),
                       .vk = af_vec_kernels_for(c->isa),
                       .p = phases_for(c, geo, oh, ow),
                       .x = x,
@@ -238,8 +253,7 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
     r.panel_w = c->channel_rows ? r.cfg->mr : r.cfg->nr;
     r.tile_px = c->channel_rows ? r.cfg->nr : r.cfg->mr;
     r.tile_step = c->channel_rows ? 16 : r.tile_px; /* channel rows: whole vectors of pixels */
-    if (r.epi && (c->channel_rows ? r.cfg->fused : r.cfg->conv_fused))
-        r.in_registers = af_gemm_compile_fused(r.epi, 0, &r.fused) == r.epi->n_steps;
+    r.in_registers = r.epi && epilogue_in_registers(c, r.epi, &r.fused);
     int32_t *off = workspace;
     for (int64_t ky = 0; ky < c->kh; ky++)
         for (int64_t kx = 0; kx < c->kw; kx++) {

@@ -53,5 +53,9 @@ size_t af_conv_implicit_workspace(const af_conv_implicit *c, const af_conv_geom 
 af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *geo, const float *x, float *y,
                                int64_t h, int64_t w, int64_t oh, int64_t ow, const af_epilogue *epi,
                                af_threadpool *pool, void *workspace, size_t workspace_bytes);
+/* True when a run with an epilogue of epi's ops reads each element of its residual (its one
+ * AF_EPI_ADD) before it writes y's element at the same position, and never after, so that the
+ * residual may be y itself: where the tile kernel applies the whole epilogue in registers. */
+bool af_conv_implicit_residual_in_place(const af_conv_implicit *c, const af_epilogue *epi);
 
 #endif

@@ -317,7 +317,7 @@ int af_gemm_compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f) {
     *f = (af_gemm_fused){.lo = -INFINITY, .hi = INFINITY};
     int i = 0;
     const af_epi_step *s = e->steps;
-#define VEC(x) ((x) + b * s[i].batch_stride)
+#define VEC(x) ((x) ? (x) + b * s[i].batch_stride : NULL) /* NULL: a program looked at for its ops */
     if (i < e->n_steps && (s[i].op == AF_EPI_BIAS_ROW || s[i].op == AF_EPI_SCALE_SHIFT_ROW)) {
         if (s[i].op == AF_EPI_SCALE_SHIFT_ROW) f->row_scale = VEC(s[i].p), f->row_shift = VEC(s[i].q);
         else f->row_shift = VEC(s[i].p);
@@ -336,6 +336,14 @@ int af_gemm_compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f) {
     }
 #undef VEC
     return i;
+}
+
+bool af_gemm_residual_in_registers(const af_epilogue *e) {
+    int adds = 0, at = -1;
+    for (int i = 0; e && i < e->n_steps; i++)
+        if (e->steps[i].op == AF_EPI_ADD) adds++, at = i;
+    af_gemm_fused f;
+    return adds == 1 && at < af_gemm_compile_fused(e, 0, &f);
 }
 
 /* The fused steps for the tile at (m, n) of the batch item f was compiled for. */
@@ -698,6 +706,12 @@ size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads) {
     if (d->M <= 0 || d->N <= 0 || d->K <= 0 || d->batch <= 0) return 0;
     const blocking bl = choose_blocking(cfg, d->K);
     return workspace_bytes(d, cfg, &bl, n_threads);
+}
+
+bool af_sgemm_residual_in_place(const af_gemm_desc *d) {
+    const af_gemm_isa_cfg *cfg = desc_cfg(d, af_cpu_isa_clamp(d->isa));
+    if (d->K <= 0 || d->beta != 0.0f || !cfg->fused || gemv_shape(d, cfg)) return false;
+    return choose_blocking(cfg, d->K).n_kb == 1 && af_gemm_residual_in_registers(d->epilogue);
 }
 
 typedef struct pack_a_run {

@@ -118,6 +118,14 @@ size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads);
  * missing and cannot be allocated. No allocation when d->workspace is large enough. */
 af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool);
 
+/* True when af_sgemm on d reads each element of its epilogue's residual (its one AF_EPI_ADD)
+ * before it writes C's element at the same position, and never after, so that the residual may
+ * be C itself (ld = ldc): a fused step's output written over its residual. Looks at the isa,
+ * sizes, beta, which operands are packed and the epilogue's ops; the pointers may be unset. It
+ * holds where the tile kernels apply the residual in registers, beta is 0 and K is one block; not
+ * for a matrix-vector product or K = 0, whose epilogues run over C after it is written. */
+bool af_sgemm_residual_in_place(const af_gemm_desc *d);
+
 /* The microkernel tile of an isa (after clamping): C is computed in mr x nr register tiles. */
 void af_gemm_tile_shape(af_isa isa, int *mr, int *nr);
 

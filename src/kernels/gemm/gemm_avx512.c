@@ -199,14 +199,21 @@ static const af_gemm_tile_fn col_kernels[MR] = {NULL, ukernel_cols1, ukernel_col
                                                 ukernel_cols9, ukernel_cols10, ukernel_cols11, ukernel_cols12,
                                                 ukernel_cols13};
 
-/* The fused steps over a stored sub-tile (after the column kernel). */
-TARGET static void fused_tile(const af_gemm_fused *f, float *c, int64_t ldc, int rows, int cols) {
+/* The column kernel's sub-tile with the fused steps: computed into a buffer (holding C's values
+ * first when beta reads them), then each row through the steps and stored, so a residual that is C
+ * itself is read before it is overwritten (see af_gemm_tile_args). */
+TARGET static void cols_fused(const af_gemm_tile_args *t, int cols) {
+    float buf[MR][16];
+    const int rows = t->mr;
+    const __mmask16 m = (__mmask16)((1u << cols) - 1);
+    if (t->beta != 0.0f)
+        for (int i = 0; i < rows; i++) _mm512_storeu_ps(buf[i], _mm512_maskz_loadu_ps(m, t->c + i * t->ldc));
+    af_gemm_tile_args u = *t;
+    u.c = &buf[0][0];
+    u.ldc = 16;
+    col_kernels[cols](&u);
     for (int i = 0; i < rows; i++)
-        for (int v = 0; 16 * v < cols; v++) {
-            const __mmask16 m = cols - 16 * v >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - 16 * v)) - 1);
-            float *p = c + i * ldc + 16 * v;
-            _mm512_mask_storeu_ps(p, m, fused_vec(f, _mm512_maskz_loadu_ps(m, p), i, v, m));
-        }
+        _mm512_mask_storeu_ps(t->c + i * t->ldc, m, fused_vec(t->fused, _mm512_loadu_ps(buf[i]), i, 0, m));
 }
 
 /* The tile function: the full 14x32 kernel, or the variant for an edge tile. */
@@ -225,12 +232,15 @@ TARGET void af_f32_gemm_ukernel_14x32__avx512(const af_gemm_tile_args *t) {
             row_kernels[mr][0](&u);
         }
         u.b = t->b + n16, u.c = t->c + n16, u.nr = rest;
-        col_kernels[rest](&u);
+        af_gemm_fused g;
         if (t->fused) {
-            af_gemm_fused g = *t->fused;
+            g = *t->fused;
             if (g.col_shift) g.col_shift += n16;
             if (g.residual) g.residual += n16;
-            fused_tile(&g, u.c, t->ldc, mr, rest);
+            u.fused = &g;
+            cols_fused(&u, rest);
+        } else {
+            col_kernels[rest](&u);
         }
         return;
     }

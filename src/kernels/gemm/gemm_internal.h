@@ -35,7 +35,10 @@ typedef struct af_gemm_fused {
 } af_gemm_fused;
 
 /* One call of a tile function: C[0..mr) x [0..nr) (row stride ldc) = alpha * sum_k a[k*MR + i] *
- * b[k*ldb + j] + beta * C (beta == 0: C is not read), then `fused` when not NULL. a is a packed A
+ * b[k*ldb + j] + beta * C (beta == 0: C is not read), then `fused` when not NULL. Every tile
+ * function reads an element of fused->residual before it writes C's element at the same
+ * position, and never after: with beta == 0 the residual may be C itself (same ld), a step's
+ * output written over its residual (af_gemm_residual_in_registers). a is a packed A
  * panel; b a packed B panel (ldb = NR) or B itself (any ldb). mr <= MR, nr <= NR, kc >= 1. While
  * it runs, the kernel prefetches (into L2) the B row of NR floats at pf + k * pf_ld for each
  * k < kc: the panel the driver needs next (pf_ld 0 when there is none; prefetches never fault). */
@@ -125,6 +128,10 @@ af_status af_gemm_pack_a_cfg(af_isa isa, const af_gemm_isa_cfg *cfg, int64_t M, 
 /* The in-register prefix of an epilogue program (vectors offset to batch item b) into f; returns
  * how many of its steps that is. */
 int af_gemm_compile_fused(const af_epilogue *e, int64_t b, af_gemm_fused *f);
+/* True when e adds exactly one residual (AF_EPI_ADD) and that step is among the in-register ones
+ * af_gemm_compile_fused takes: then a tile reads each residual element before it stores C's (see
+ * af_gemm_tile_args). Steps' vectors may be NULL (only their ops are looked at). */
+bool af_gemm_residual_in_registers(const af_epilogue *e);
 /* f offset to the tile whose first element is (m, n). */
 void af_gemm_fused_at(const af_gemm_fused *f, int64_t m, int64_t n, af_gemm_fused *out);
 
