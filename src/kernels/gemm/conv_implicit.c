@@ -269,6 +269,15 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
     }
     r.planes = r.p.in_place ? x : (const float *)((char *)workspace + offsets_bytes(c));
     choose_tasks(&r, af_threadpool_n_threads(pool));
+    if (c->kh == 1 && c->kw == 1 && !c->channel_rows) {
+        /* Dense planes split into blocks of whole runs left them uneven (14x14: 14 tiles as runs of
+         * 4 + 4 | 4 + 2, one thread's block a third larger than the other's): each block is one
+         * run of an equal share of the tiles instead. */
+        const int64_t n_blocks = ceil_div(r.rows, r.rows_per_block), tiles = ceil_div(oh * ow, r.tile_px);
+        r.row_len = r.in_stride = ceil_div(tiles, n_blocks) * r.tile_px;
+        r.rows = ceil_div(oh * ow, r.row_len);
+        r.rows_per_block = 1;
+    }
     const int64_t blocks = ceil_div(r.rows, r.rows_per_block);
     if (c->cin * r.p.na * r.p.nb > INT32_MAX || blocks * r.n_groups > INT32_MAX) return AF_ERR_LIMIT;
     if (!r.p.in_place) af_threadpool_run(pool, (int)(c->cin * r.p.na * r.p.nb), phases_task, &r);
