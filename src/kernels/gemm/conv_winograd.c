@@ -202,8 +202,8 @@ static void transform_input(const wino_run *r, int64_t ty0, int64_t n_rows, floa
 /* One block, one panel of NR output channels: M[co][xi] = U[xi] V[xi] for the (m + 2)^2
  * positions on the convolution tile (tiles broadcast, one channel of V[xi] per k step), then each
  * channel's output transform, interleaved into its output rows, and the epilogue on those rows
- * while in L1. */
-static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64_t co, char *scratch,
+ * while in L1. more: the task's next panel follows. */
+static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64_t co, bool more, char *scratch,
                            const float *v) {
     const af_conv_winograd *c = r->c;
     const af_gemm_isa_cfg *cfg = r->cfg;
@@ -214,8 +214,11 @@ static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64
     static const int32_t zero_offset = 0;
     for (int64_t xi = 0; xi < xi_n; xi++) {
         const float *u = af_gemm_packed_item(c->u, xi) + co * c->cin;
-        /* The first tile prefetches the next position's panel (see conv_implicit.c). */
-        const float *next = xi + 1 < xi_n ? af_gemm_packed_item(c->u, xi + 1) + co * c->cin : u;
+        /* The first tile prefetches the next position's panel (see conv_implicit.c), the last
+         * position's the next panel's first. */
+        const float *next = xi + 1 < xi_n ? af_gemm_packed_item(c->u, xi + 1) + co * c->cin
+                            : more       ? af_gemm_packed_item(c->u, 0) + (co + NR) * c->cin
+                                         : u;
         for (int64_t t = 0; t < bt; t += MR) {
             const af_gemm_tile_args a = {.kc = c->cin,
                                          .a = v + xi * bt + t,
@@ -263,7 +266,7 @@ static void block_task(void *ctx, int task, int thread) {
     const int64_t n_panels = ceil_div(r->c->cout, nr);
     const int64_t p0 = grp * n_panels / l->n_groups, p1 = (grp + 1) * n_panels / l->n_groups;
     transform_input(r, ty0, n_rows, v);
-    for (int64_t p = p0; p < p1; p++) panel_products(r, ty0, n_rows, p * nr, scratch, v);
+    for (int64_t p = p0; p < p1; p++) panel_products(r, ty0, n_rows, p * nr, p + 1 < p1, scratch, v);
 }
 
 af_status af_conv_winograd_run(const af_conv_winograd *c, const af_conv_geom *geo, const float *x, float *y,
