@@ -38,9 +38,10 @@ typedef struct af_kernel {
     void *state;             /* prepared data (packed weights, parameters), owned */
     size_t workspace_bytes;  /* scratch one run needs, for the largest shape it accepts */
     bool takes_epilogue;     /* run applies a fused epilogue (else fusion must not attach one) */
-    /* NULL, or true when a run with an epilogue of epi's ops (its vectors may be unset) reads each
-     * element of the epilogue's residual before it writes the output element at the same
-     * position, and never after: the memory planner may then put the output over the residual. */
+    /* NULL: never. Else true when a run with an epilogue of epi's ops (its vectors may be unset)
+     * reads each element of the epilogue's residual before it writes the output element at the
+     * same position, and never after: the memory planner may then put the output over the
+     * residual. */
     bool (*residual_in_place)(const struct af_kernel *k, const af_epilogue *epi);
     unsigned packed_inputs;  /* bit i: the kernel holds its own copy of constant input i and never
                                 reads that input's data while running (only its shape) */

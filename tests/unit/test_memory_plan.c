@@ -102,16 +102,36 @@ static af_status run_with_plan(const af_graph *g, const af_exec_plan *plan, cons
     return st;
 }
 
+/* Fixture `name` loaded (its directory written to dir), or NULL. */
+static af_model *load_fixture(const char *name, char *dir, size_t dir_size) {
+    char path[1100];
+    snprintf(dir, dir_size, "%s/models/%s", af_test_dir(), name);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    af_model *m = NULL;
+    af_error err = {0};
+    CHECK(af_model_load(path, NULL, &m, &err) == AF_OK);
+    return m;
+}
+
+/* g's output 0 from plan on memory plan a and on memory plan b: the same bits. */
+static void check_same_output(const af_graph *g, const af_exec_plan *plan, const af_lifetimes *lt,
+                              const af_memory_plan *a, const af_memory_plan *b, const char *dir) {
+    af_tensor x = {0}, y = {0};
+    CHECK(run_with_plan(g, plan, lt, a, dir, &x) == AF_OK);
+    CHECK(run_with_plan(g, plan, lt, b, dir, &y) == AF_OK);
+    CHECK(x.nbytes == y.nbytes && x.nbytes > 0);
+    if (x.nbytes == y.nbytes && x.data && y.data) CHECK(memcmp(x.data, y.data, x.nbytes) == 0);
+    af_tensor_free_data(&x);
+    af_tensor_free_data(&y);
+}
+
 AF_TEST(memory_plan_reuses_elementwise_inputs_in_place) {
     const char *names[] = {"resnet_small", "mobilenet_v3_small", "bert_tiny"};
     for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
-        char dir[1024], path[1100];
-        snprintf(dir, sizeof dir, "%s/models/%s", af_test_dir(), names[f]);
-        snprintf(path, sizeof path, "%s/model.onnx", dir);
-        af_model *m = NULL;
-        af_error err = {0};
-        CHECK(af_model_load(path, NULL, &m, &err) == AF_OK);
+        char dir[1024];
+        af_model *m = load_fixture(names[f], dir, sizeof dir);
         if (!m) continue;
+        af_error err = {0};
         const af_graph *g = m->graph;
         af_exec_plan plan;
         CHECK(af_exec_plan_unfused(g, af_cpu_isa(), 1, false, NULL, &plan, &err) == AF_OK);
@@ -139,13 +159,7 @@ AF_TEST(memory_plan_reuses_elementwise_inputs_in_place) {
         }
         printf("  %s: %d values in place, arena %zu -> %zu bytes, bound %zu -> %zu\n", names[f], shared.n_inplace,
                apart.arena_bytes, shared.arena_bytes, apart.live_bound, shared.live_bound);
-        af_tensor a = {0}, b = {0};
-        CHECK(run_with_plan(g, &plan, &lt, &shared, dir, &a) == AF_OK);
-        CHECK(run_with_plan(g, &plan, &lt, &apart, dir, &b) == AF_OK);
-        CHECK(a.nbytes == b.nbytes && a.nbytes > 0);
-        if (a.nbytes == b.nbytes && a.data && b.data) CHECK(memcmp(a.data, b.data, a.nbytes) == 0);
-        af_tensor_free_data(&a);
-        af_tensor_free_data(&b);
+        check_same_output(g, &plan, &lt, &shared, &apart, dir);
         af_memory_plan_free(&shared);
         af_memory_plan_free(&apart);
         af_lifetimes_free(&lt);
@@ -161,13 +175,10 @@ AF_TEST(memory_plan_reuses_elementwise_inputs_in_place) {
 AF_TEST(memory_plan_writes_fused_outputs_over_their_residual) {
     const char *names[] = {"resnet_small", "mobilenet_v3_small"};
     for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
-        char dir[1024], path[1100];
-        snprintf(dir, sizeof dir, "%s/models/%s", af_test_dir(), names[f]);
-        snprintf(path, sizeof path, "%s/model.onnx", dir);
-        af_model *m = NULL;
-        af_error err = {0};
-        CHECK(af_model_load(path, NULL, &m, &err) == AF_OK);
+        char dir[1024];
+        af_model *m = load_fixture(names[f], dir, sizeof dir);
         if (!m) continue;
+        af_error err = {0};
         const af_graph *g = m->graph;
         af_fusion_config cfg;
         af_fusion_config_default(&cfg);
@@ -200,13 +211,7 @@ AF_TEST(memory_plan_writes_fused_outputs_over_their_residual) {
         CHECK_EQ_INT(shared.n_inplace, apart.n_inplace + over);
         printf("  %s: %d fused outputs over their residual, arena %zu -> %zu bytes\n", names[f], over,
                apart.arena_bytes, shared.arena_bytes);
-        af_tensor a = {0}, b = {0};
-        CHECK(run_with_plan(g, &plan, &lt, &shared, dir, &a) == AF_OK);
-        CHECK(run_with_plan(g, &plan, &lt, &apart, dir, &b) == AF_OK);
-        CHECK(a.nbytes == b.nbytes && a.nbytes > 0);
-        if (a.nbytes == b.nbytes && a.data && b.data) CHECK(memcmp(a.data, b.data, a.nbytes) == 0);
-        af_tensor_free_data(&a);
-        af_tensor_free_data(&b);
+        check_same_output(g, &plan, &lt, &shared, &apart, dir);
         af_memory_plan_free(&shared);
         af_memory_plan_free(&apart);
         af_free(apart_alias);
