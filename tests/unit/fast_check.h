@@ -225,21 +225,26 @@ static inline bool fx_prepare(fx *f, af_isa isa, af_kernel *k) {
     return true;
 }
 
-/* Allocates out (the node's outputs) and runs kernel k on them with epilogue epi (may be NULL),
- * or the node's reference kernel when k is NULL. */
-static inline af_status fx_run(fx *f, const af_kernel *k, const af_epilogue *epi, af_threadpool *pool,
-                               af_tensor *out) {
-    af_status st = fx_alloc_outputs(f, out);
-    if (st != AF_OK) return st;
+/* Runs kernel k with epilogue epi (may be NULL), or the node's reference kernel when k is NULL,
+ * on outputs out already allocated (fx_alloc_outputs). */
+static inline af_status fx_run_on(fx *f, const af_kernel *k, const af_epilogue *epi, af_threadpool *pool,
+                                  af_tensor *out) {
     const af_tensor *ins[FX_MAX_IN];
     af_tensor *outs[FX_MAX_OUT];
     for (int j = 0; j < f->node.n_outputs; j++) outs[j] = f->out_ids[j] >= 0 ? &out[j] : NULL;
     af_op_ctx c = fx_ctx(f, ins, outs);
     if (!k) return af_op_info(f->node.op)->run(&c);
     void *ws = k->workspace_bytes ? af_malloc_aligned(k->workspace_bytes) : NULL;
-    st = k->run(k, &c, epi, pool, ws);
+    const af_status st = k->run(k, &c, epi, pool, ws);
     af_free_aligned(ws);
     return st;
+}
+
+/* Allocates out (the node's outputs) and runs on them as fx_run_on. */
+static inline af_status fx_run(fx *f, const af_kernel *k, const af_epilogue *epi, af_threadpool *pool,
+                               af_tensor *out) {
+    const af_status st = fx_alloc_outputs(f, out);
+    return st != AF_OK ? st : fx_run_on(f, k, epi, pool, out);
 }
 
 static inline af_status fx_run_fast(fx *f, const af_kernel *k, af_threadpool *pool, af_tensor *out) {

@@ -102,13 +102,7 @@ static af_status run_over_residual(fx *f, const af_kernel *k, af_epilogue e, int
     if (st != AF_OK) return st;
     memcpy(out[0].data, res, out[0].nbytes);
     e.steps[r].p = out[0].data;
-    const af_tensor *ins[FX_MAX_IN];
-    af_tensor *outs[FX_MAX_OUT] = {&out[0]};
-    af_op_ctx c = fx_ctx(f, ins, outs);
-    void *ws = k->workspace_bytes ? af_malloc_aligned(k->workspace_bytes) : NULL;
-    st = k->run(k, &c, &e, pool, ws);
-    af_free_aligned(ws);
-    return st;
+    return fx_run_on(f, k, &e, pool, out);
 }
 
 /* In-place residuals: which kernels take them (af_kernel.residual_in_place, for the residual +
@@ -120,7 +114,7 @@ typedef struct in_place_count {
 /* One conv case at one ISA: the kernel must be want_kernel; every epilogue case on one and two
  * threads, within tol; where the kernel takes its residual in place, also run so. */
 static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *pools, const char *want_kernel,
-                                    fx_tol tol, in_place_count *ipc) {
+                            fx_tol tol, in_place_count *ipc) {
     fx f;
     fx_init(&f, AF_OP_CONV, 17);
     fx_input(&f, fx_rand(4, (int64_t[]){cc->n, cc->cin, cc->h, cc->w}, -1, 1, 11), false);
@@ -159,7 +153,7 @@ static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *poo
         const float *c = conv[0].data;
         for (int64_t j = 0; j < numel; j++) want[j] = epi_ref((epi_case)ec, c[j], res[j]);
         const bool in_place = ec >= EPI_RESIDUAL_RELU && k.residual_in_place && k.residual_in_place(&k, &e);
-        if (ec == EPI_RESIDUAL_RELU && ipc) in_place ? ipc->yes++ : ipc->no++;
+        if (ec == EPI_RESIDUAL_RELU) in_place ? ipc->yes++ : ipc->no++;
         for (int p = 0; p < 2; p++) {
             for (int over = 0; over <= in_place; over++) {
                 CHECK((over ? run_over_residual(&f, &k, e, 0, res, pl[p], got) : fx_run(&f, &k, &e, pl[p], got)) ==
@@ -184,7 +178,7 @@ static void check_epilogues(const conv_case *cc, af_isa isa, const fx_pools *poo
  * tolerance of a case comes from tol_for (NULL: 1e-5 + 1e-4 |ref|); in_place says whether an
  * ISA's kernel must take the residual in place, on every case or on none. */
 static void check_cases(const conv_case *cases, size_t n, const char *(*want_kernel)(af_isa),
-                                 fx_tol (*tol_for)(const conv_case *), bool (*in_place)(af_isa)) {
+                        fx_tol (*tol_for)(const conv_case *), bool (*in_place)(af_isa)) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
     af_isa isas[AF_ISA_COUNT];
@@ -193,7 +187,7 @@ static void check_cases(const conv_case *cases, size_t n, const char *(*want_ker
         in_place_count ipc = {0, 0};
         for (size_t c = 0; c < n; c++)
             check_epilogues(&cases[c], isas[i], &pools, want_kernel(isas[i]),
-                                    tol_for ? tol_for(&cases[c]) : (fx_tol){1e-5, 1e-4, 0}, &ipc);
+                            tol_for ? tol_for(&cases[c]) : (fx_tol){1e-5, 1e-4, 0}, &ipc);
         const bool want = in_place(isas[i]);
         if (want ? ipc.no : ipc.yes)
             printf("  isa %s: residual in place on %d cases, apart on %d\n", af_isa_name(isas[i]), ipc.yes, ipc.no);
