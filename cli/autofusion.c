@@ -183,24 +183,28 @@ static int bench_session(af_session *s, int n_in, const char **names, const af_t
     getrusage(RUSAGE_SELF, &ru);
     double p50 = percentile(t, iterations, 50), p90 = percentile(t, iterations, 90), p99 = percentile(t, iterations, 99);
     double mean = total / iterations;
+    const af_plan_memory pm = af_session_plan_memory(s);
     if (json)
         printf("{\"model\":\"%s\",\"runtime\":\"autofusion\",\"isa\":\"%s\",\"threads\":%d,\"level\":%d,"
                "\"steps\":%d,\"fusion_ms\":%.3f,\"traffic_bytes\":%llu,"
                "\"warmup\":%d,\"iterations\":%d,\"session_create_ms\":%.3f,\"median_ms\":%.3f,\"p50_ms\":%.3f,"
                "\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f,"
-               "\"throughput_per_s\":%.3f,\"arena_bytes\":%zu,\"peak_rss_kb\":%ld}\n",
+               "\"throughput_per_s\":%.3f,\"arena_bytes\":%zu,\"workspace_bytes\":%zu,"
+               "\"thread_scratch_bytes\":%zu,\"peak_rss_kb\":%ld}\n",
                path, af_session_isa(s), threads, af_session_fusion_level(s), af_session_n_steps(s), af_session_fusion_ms(s),
                (unsigned long long)af_session_traffic_bytes(s), warmup, iterations,
                create_ms, p50, p50, p90, p99, mean, t[0],
-               t[iterations - 1], 1000.0 / mean, af_session_arena_bytes(s), ru.ru_maxrss);
+               t[iterations - 1], 1000.0 / mean, af_session_arena_bytes(s), pm.workspace_bytes,
+               pm.thread_scratch_bytes, ru.ru_maxrss);
     else
         printf("model %s\nisa %s, threads %d, fusion level %d, %d warmup + %d timed runs\n"
                "latency ms: p50 %.3f  p90 %.3f  p99 %.3f  mean %.3f  min %.3f  max %.3f\n"
                "throughput: %.2f inferences/s\nsession create: %.1f ms\n"
-               "memory: activation arena %.2f MiB, peak RSS %.1f MiB\n"
+               "memory: activation arena %.2f MiB, kernel scratch %.2f MiB (plan) + %.2f MiB (threads), peak RSS %.1f MiB\n"
                "(percentiles: nearest rank over the timed runs)\n",
                path, af_session_isa(s), threads, af_session_fusion_level(s), warmup, iterations, p50, p90, p99, mean, t[0],
                t[iterations - 1], 1000.0 / mean, create_ms, (double)af_session_arena_bytes(s) / 1048576.0,
+               (double)pm.workspace_bytes / 1048576.0, (double)pm.thread_scratch_bytes / 1048576.0,
                (double)ru.ru_maxrss / 1024.0);
     free(t);
     if (!profile) return 0;

@@ -239,6 +239,9 @@ typedef struct af_plan_memory {
     size_t elastic_arena_bytes; /* the arena planned for dynamic values' run-time sizes (config
                                    shape_elasticity; 0: none yet, or a static model) */
     int elastic_replans;        /* how often it was planned: once, plus once per growth beyond it */
+    size_t workspace_bytes;     /* the kernels' scratch the plan reserves beside the arena */
+    size_t thread_scratch_bytes; /* scratch the session's thread pool keeps for its threads, grown
+                                    by runs to what their kernels asked for (0 before the first) */
 } af_plan_memory;
 af_plan_memory af_session_plan_memory(const af_session *session);
 /* The instruction-set level the session's kernels use: "avx512", "avx2" or "scalar". */

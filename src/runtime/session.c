@@ -372,6 +372,8 @@ af_plan_memory af_session_plan_memory(const af_session *s) {
     m.metadata_bytes = ps->kept_bytes > ps->kernel_weight_bytes ? ps->kept_bytes - ps->kernel_weight_bytes : 0;
     m.elastic_arena_bytes = atomic_load(&s->elastic_bytes);
     m.elastic_replans = atomic_load(&s->elastic_replans);
+    m.workspace_bytes = ps->workspace_bytes;
+    m.thread_scratch_bytes = af_threadpool_scratch_bytes(s->pool);
     af_plan_state_release(ps);
     return m;
 }

@@ -38,6 +38,20 @@ typedef struct range_word {
     alignas(64) _Atomic uint64_t w;
 } range_word;
 
+/* One pool thread's scratch (see af_threadpool_scratch), on a line of its own. */
+typedef struct thread_scratch {
+    alignas(64) void *data;
+    _Atomic size_t bytes; /* read by af_threadpool_scratch_bytes from any thread */
+} thread_scratch;
+
+/* The pool and thread index whose tasks the calling OS thread is running in a run of its own
+ * (pool NULL otherwise, and while it runs tasks inline): who may use which thread's scratch. */
+typedef struct running_as {
+    af_threadpool *pool;
+    int thread;
+} running_as;
+static _Thread_local running_as current;
+
 struct af_threadpool {
     int n_threads;
     pthread_t *workers; /* n_threads - 1 */
@@ -55,6 +69,7 @@ struct af_threadpool {
     void *ctx;
     int n_tasks;
     range_word *ranges; /* n_threads, one cache line each */
+    thread_scratch *scratch; /* n_threads */
 
     pthread_mutex_t mutex;
     pthread_cond_t wake;
@@ -102,6 +117,8 @@ static int claim(range_word *r, int grain, bool from_back, int *first) {
  * (with one claim per task, kernels of many small tasks, a depthwise conv's 960 planes of 7x7,
  * spent as long on the counters as on the work), then what the other threads have not started. */
 static void run_tasks(af_threadpool *pool, int thread) {
+    const running_as outer = current; /* the caller's, when it runs a task of another pool */
+    current = (running_as){pool, thread};
     const int n = pool->n_tasks, T = pool->n_threads;
     const af_task_fn fn = pool->fn;
     void *const ctx = pool->ctx;
@@ -115,6 +132,7 @@ static void run_tasks(af_threadpool *pool, int thread) {
             atomic_fetch_add_explicit(&pool->tasks_done, got, memory_order_release);
         }
     }
+    current = outer;
 }
 
 /* Waits until the generation differs from `seen` (or shutdown); returns the new job word. */
@@ -176,10 +194,14 @@ af_status af_threadpool_create(int n_threads, af_threadpool **out) {
     memset(pool, 0, sizeof *pool);
     pool->n_threads = n_threads;
     pool->ranges = af_malloc_aligned((size_t)n_threads * sizeof *pool->ranges);
-    if (!pool->ranges) {
+    pool->scratch = af_malloc_aligned((size_t)n_threads * sizeof *pool->scratch);
+    if (!pool->ranges || !pool->scratch) {
+        af_free_aligned(pool->ranges);
+        af_free_aligned(pool->scratch);
         af_free_aligned(pool);
         return AF_ERR_OUT_OF_MEMORY;
     }
+    memset(pool->scratch, 0, (size_t)n_threads * sizeof *pool->scratch);
     for (int t = 0; t < n_threads; t++) atomic_init(&pool->ranges[t].w, 0);
     atomic_init(&pool->job_word, 0);
     atomic_init(&pool->tasks_done, 0);
@@ -187,12 +209,14 @@ af_status af_threadpool_create(int n_threads, af_threadpool **out) {
     atomic_init(&pool->shutdown, 0);
     if (pthread_mutex_init(&pool->mutex, NULL) != 0) {
         af_free_aligned(pool->ranges);
+        af_free_aligned(pool->scratch);
         af_free_aligned(pool);
         return AF_ERR_RUNTIME;
     }
     if (pthread_cond_init(&pool->wake, NULL) != 0) {
         pthread_mutex_destroy(&pool->mutex);
         af_free_aligned(pool->ranges);
+        af_free_aligned(pool->scratch);
         af_free_aligned(pool);
         return AF_ERR_RUNTIME;
     }
@@ -234,13 +258,20 @@ void af_threadpool_free(af_threadpool *pool) {
     pthread_cond_destroy(&pool->wake);
     pthread_mutex_destroy(&pool->mutex);
     af_free_aligned(pool->ranges);
+    for (int t = 0; t < pool->n_threads; t++) af_free_aligned(pool->scratch[t].data);
+    af_free_aligned(pool->scratch);
     af_free_aligned(pool);
 }
 
 int af_threadpool_n_threads(const af_threadpool *pool) { return pool ? pool->n_threads : 1; }
 
-static void run_inline(int n_tasks, af_task_fn fn, void *ctx) {
+/* Runs every task on the caller as thread 0; `owner`: the pool whose run this is (it holds
+ * `running`), NULL for a run that borrows no pool thread's scratch (nested, concurrent, no pool). */
+static void run_inline(af_threadpool *owner, int n_tasks, af_task_fn fn, void *ctx) {
+    const running_as outer = current;
+    current = (running_as){owner, 0};
     for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
+    current = outer;
 }
 
 /* The caller's waits below are short by design (the last tasks finishing): spin, then yield. */
@@ -262,13 +293,14 @@ static void wait_workers_left(af_threadpool *pool) {
 
 static void run_job(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx, bool affine) {
     if (n_tasks <= 0) return;
-    if (!pool || pool->n_started == 0 || n_tasks == 1) {
-        run_inline(n_tasks, fn, ctx);
+    int expected = 0;
+    if (!pool || !atomic_compare_exchange_strong(&pool->running, &expected, 1)) {
+        run_inline(NULL, n_tasks, fn, ctx);
         return;
     }
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&pool->running, &expected, 1)) {
-        run_inline(n_tasks, fn, ctx);
+    if (pool->n_started == 0 || n_tasks == 1) {
+        run_inline(pool, n_tasks, fn, ctx);
+        atomic_store_explicit(&pool->running, 0, memory_order_release);
         return;
     }
     pool->fn = fn;
@@ -301,4 +333,23 @@ void af_threadpool_run(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ct
 
 void af_threadpool_run_affine(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx) {
     run_job(pool, n_tasks, fn, ctx, true);
+}
+
+void *af_threadpool_scratch(af_threadpool *pool, int thread, size_t bytes) {
+    if (!pool || current.pool != pool || current.thread != thread) return NULL;
+    thread_scratch *s = &pool->scratch[thread];
+    if (atomic_load_explicit(&s->bytes, memory_order_relaxed) < bytes) {
+        af_free_aligned(s->data);
+        atomic_store_explicit(&s->bytes, 0, memory_order_relaxed);
+        if (!(s->data = af_malloc_aligned(bytes))) return NULL;
+        atomic_store_explicit(&s->bytes, bytes, memory_order_relaxed);
+    }
+    return s->data;
+}
+
+size_t af_threadpool_scratch_bytes(const af_threadpool *pool) {
+    size_t n = 0;
+    for (int t = 0; pool && t < pool->n_threads; t++)
+        n += atomic_load_explicit(&pool->scratch[t].bytes, memory_order_relaxed);
+    return n;
 }

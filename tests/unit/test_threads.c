@@ -3,6 +3,7 @@
  * (a call that overlaps another is refused with a clear error, never a corrupted run). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,87 @@ AF_TEST(threads_pool_runs_every_task_once_even_with_concurrent_callers) {
     for (int t = 0; t < 3; t++) CHECK(pthread_create(&th[t], NULL, pool_caller, &arg) == 0);
     for (int t = 0; t < 3; t++) pthread_join(th[t], NULL);
     for (int i = 0; i < POOL_TASKS; i++) CHECK_EQ_INT(atomic_load(&hits[i]), 60);
+    af_threadpool_free(pool);
+}
+
+enum { SCRATCH_THREADS = 4, SCRATCH_TASKS = 64 };
+
+/* What the tasks of one run saw of af_threadpool_scratch. */
+typedef struct scratch_seen {
+    af_threadpool *pool;
+    size_t bytes;                               /* asked for by each task */
+    _Atomic uintptr_t where[SCRATCH_THREADS];   /* thread t's scratch (the last task's) */
+    atomic_int missing, misaligned, moved, clobbered, nested_got;
+} scratch_seen;
+
+static void nested_scratch_task(void *ctx, int task, int thread) {
+    (void)task;
+    scratch_seen *s = ctx;
+    if (af_threadpool_scratch(s->pool, thread, 64)) atomic_fetch_add(&s->nested_got, 1);
+}
+
+/* Fills the scratch with the task's number, runs a nested (inline) job, then checks that nothing
+ * else wrote it meanwhile: a thread sharing it with another would see the other's number. */
+static void scratch_task(void *ctx, int task, int thread) {
+    scratch_seen *s = ctx;
+    unsigned char *p = af_threadpool_scratch(s->pool, thread, s->bytes);
+    if (!p) {
+        atomic_fetch_add(&s->missing, 1);
+        return;
+    }
+    if ((uintptr_t)p % 64) atomic_fetch_add(&s->misaligned, 1);
+    const uintptr_t before = atomic_exchange(&s->where[thread], (uintptr_t)p);
+    if (before && before != (uintptr_t)p) atomic_fetch_add(&s->moved, 1);
+    memset(p, task, s->bytes);
+    af_threadpool_run(s->pool, 3, nested_scratch_task, s);
+    for (size_t i = 0; i < s->bytes; i++)
+        if (p[i] != (unsigned char)task) {
+            atomic_fetch_add(&s->clobbered, 1);
+            break;
+        }
+}
+
+static void scratch_run(scratch_seen *s, size_t bytes) {
+    s->bytes = bytes;
+    af_threadpool_run(s->pool, SCRATCH_TASKS, scratch_task, s);
+}
+
+AF_TEST(threads_pool_scratch_is_each_threads_own_and_stays_put) {
+    CHECK(af_threadpool_scratch(NULL, 0, 64) == NULL);
+    af_threadpool *pool = NULL;
+    CHECK(af_threadpool_create(SCRATCH_THREADS, &pool) == AF_OK);
+    if (!pool) return;
+    CHECK(af_threadpool_scratch(pool, 0, 64) == NULL); /* outside any task */
+    static scratch_seen s;
+    memset(&s, 0, sizeof s);
+    s.pool = pool;
+    /* The same buffer per thread from run to run while the size holds, a bigger one when a run
+     * asks for more (ASan sees the whole of it written). */
+    scratch_run(&s, 1000);
+    uintptr_t first[SCRATCH_THREADS];
+    for (int t = 0; t < SCRATCH_THREADS; t++) first[t] = atomic_load(&s.where[t]);
+    scratch_run(&s, 1000);
+    scratch_run(&s, 512);
+    CHECK_EQ_INT(atomic_load(&s.moved), 0);
+    for (int t = 0; t < SCRATCH_THREADS; t++) CHECK(!first[t] || atomic_load(&s.where[t]) == first[t]);
+    scratch_run(&s, 100000);
+    CHECK_EQ_INT(atomic_load(&s.missing), 0);
+    CHECK_EQ_INT(atomic_load(&s.misaligned), 0);
+    CHECK_EQ_INT(atomic_load(&s.clobbered), 0);
+    CHECK_EQ_INT(atomic_load(&s.nested_got), 0); /* nested runs go inline, on the caller's scratch */
+    size_t used = 0;
+    for (int t = 0; t < SCRATCH_THREADS; t++) used += atomic_load(&s.where[t]) ? 100000 : 0;
+    CHECK(used >= 100000 && af_threadpool_scratch_bytes(pool) >= used);
+    af_threadpool_free(pool);
+    /* A one-thread pool runs inline, as thread 0 of its own run. */
+    CHECK(af_threadpool_create(1, &pool) == AF_OK);
+    if (!pool) return;
+    memset(&s, 0, sizeof s);
+    s.pool = pool;
+    scratch_run(&s, 4096);
+    CHECK_EQ_INT(atomic_load(&s.missing), 0);
+    CHECK_EQ_INT(atomic_load(&s.nested_got), 0);
+    CHECK(af_threadpool_scratch_bytes(pool) == 4096);
     af_threadpool_free(pool);
 }
 

@@ -211,7 +211,8 @@ typedef struct attention_run {
     const af_attention_desc *d;
     af_attention_plan plan;
     af_attention_tile_fn tile;
-    float *ws; /* 64-byte aligned; plan.ws_floats per thread */
+    af_threadpool *pool;
+    float *ws; /* 64-byte aligned; plan.ws_floats per thread where the pool has none for it */
 } attention_run;
 
 static void run_task(void *ctx, int task, int thread) {
@@ -219,8 +220,9 @@ static void run_task(void *ctx, int task, int thread) {
     const af_attention_desc *d = r->d;
     const int64_t bh = task / r->plan.n_qt, t = task % r->plan.n_qt;
     const int64_t i0 = t * r->plan.tile;
-    r->tile(d, &r->plan, bh / d->heads, bh % d->heads, i0, min64(r->plan.tile, d->seq_q - i0),
-            r->ws + (int64_t)thread * r->plan.ws_floats);
+    float *ws = af_threadpool_scratch(r->pool, thread, (size_t)r->plan.ws_floats * sizeof(float));
+    if (!ws) ws = r->ws + (int64_t)thread * r->plan.ws_floats;
+    r->tile(d, &r->plan, bh / d->heads, bh % d->heads, i0, min64(r->plan.tile, d->seq_q - i0), ws);
 }
 
 af_status af_attention_run(const af_attention_desc *d, af_threadpool *pool) {
@@ -232,7 +234,7 @@ af_status af_attention_run(const af_attention_desc *d, af_threadpool *pool) {
         return AF_OK;
     }
     const int n_threads = af_threadpool_n_threads(pool);
-    attention_run r = {.d = d, .plan = make_plan(d, n_threads)};
+    attention_run r = {.d = d, .plan = make_plan(d, n_threads), .pool = pool};
     int64_t n_tasks;
     if (!af_mul_i64(d->batch, d->heads, &n_tasks) || !af_mul_i64(n_tasks, r.plan.n_qt, &n_tasks) ||
         n_tasks > INT32_MAX)

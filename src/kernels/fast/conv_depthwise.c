@@ -43,7 +43,9 @@ typedef struct dw_args {
     int64_t h, w, oh, ow;
     af_epilogue epi; /* bias first, then the fused steps */
     af_epilogue_tile_fn apply;
-    float *scratch;  /* per thread: one zero-padded plane of plane_floats, or NULL */
+    af_threadpool *pool;
+    float *scratch;  /* per thread: one zero-padded plane of plane_floats (where the pool has
+                        none for the thread), or NULL: the bounds-checked path */
     size_t plane_floats;
     int64_t ph, pw;  /* the padded plane's rows and columns */
     bool flat;       /* stride 1 with vectors: the flattened-plane path (scratch also holds its output) */
@@ -148,7 +150,8 @@ static void copy_rows(const dw_args *a, const float *out, int64_t stride, float 
 
 static void dw_task_padded(const dw_args *a, int task, int thread) {
     const int64_t ch = task % a->dw->channels, img = task / a->dw->channels;
-    float *p = a->scratch + (size_t)thread * a->plane_floats;
+    float *p = af_threadpool_scratch(a->pool, thread, a->plane_floats * sizeof(float));
+    if (!p) p = a->scratch + (size_t)thread * a->plane_floats;
     const float *plane = a->x + (int64_t)task * a->h * a->w;
     const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
     float *yp = a->y + (int64_t)task * a->oh * a->ow;
@@ -226,7 +229,7 @@ af_status af_depthwise_conv_run(const af_depthwise_conv *dw, const af_conv_geom 
     if (dw->blocked.weights && scratch && oh > 0 && ow > 0 &&
         af_dw_blocked_scratch_bytes(&dw->blocked, geo, ow, af_threadpool_n_threads(pool)) <= scratch_bytes)
         return af_dw_blocked_run(&dw->blocked, geo, x, y, n, h, w, oh, ow, bias, epi, pool, scratch, scratch_bytes);
-    dw_args a = {.dw = dw, .geo = geo, .x = x, .y = y, .h = h, .w = w, .oh = oh, .ow = ow,
+    dw_args a = {.dw = dw, .geo = geo, .pool = pool, .x = x, .y = y, .h = h, .w = w, .oh = oh, .ow = ow,
                  .apply = af_epilogue_tile_fn_for(dw->isa)};
     if (scratch && oh > 0 && ow > 0) {
         a.plane_floats = padded_plane_floats(dw, geo, oh, ow, &a.ph, &a.pw);

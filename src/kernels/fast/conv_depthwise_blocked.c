@@ -63,7 +63,8 @@ typedef struct blocked_run {
     const af_dw_blocked *b;
     const af_conv_geom *geo;
     const float *x, *bias;
-    float *y, *scratch;
+    float *y, *scratch; /* scratch: each thread's block where the pool has none for it */
+    af_threadpool *pool;
     int64_t h, w, oh, ow, wp, rows, chunks, groups, block_floats;
     const af_epilogue *epi; /* what runs after the store; NULL: nothing */
     af_epilogue_tile_fn apply;
@@ -202,7 +203,8 @@ TARGET static void blocked_task(void *ctx, int task, int thread) {
     const int64_t oy0 = chunk * r->rows, oy1 = min64(r->oh, oy0 + r->rows);
     const int64_t iy0 = oy0 * g->stride[0] - g->pad_begin[0], n_in = rows_in(r->b, g, oy1 - oy0);
     const float *x0 = r->x + (img * r->b->channels + c0) * r->h * r->w;
-    float *blk = r->scratch + (int64_t)thread * r->block_floats;
+    float *blk = af_threadpool_scratch(r->pool, thread, (size_t)r->block_floats * sizeof(float));
+    if (!blk) blk = r->scratch + (int64_t)thread * r->block_floats;
     for (int64_t i = 0; i < n_in; i++) interleave_row(r, x0, nc, iy0 + i, blk + i * r->wp * LANES);
     const __mmask16 cm = (__mmask16)((1u << nc) - 1);
     const __m512 bias = r->bias ? _mm512_maskz_loadu_ps(cm, r->bias + c0) : _mm512_setzero_ps();
@@ -224,7 +226,7 @@ af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, con
     const int n_threads = af_threadpool_n_threads(pool);
     if (oh <= 0 || ow <= 0 || !scratch || af_dw_blocked_scratch_bytes(b, geo, ow, n_threads) > scratch_bytes)
         return AF_ERR_RUNTIME;
-    blocked_run r = {.b = b, .geo = geo, .x = x, .bias = bias, .y = y, .scratch = scratch, .h = h, .w = w,
+    blocked_run r = {.b = b, .geo = geo, .x = x, .bias = bias, .y = y, .scratch = scratch, .pool = pool, .h = h, .w = w,
                      .oh = oh, .ow = ow, .wp = block_width(b, geo, ow), .groups = ceil_div(b->channels, LANES),
                      .epi = epi && epi->n_steps ? epi : NULL, .apply = af_epilogue_tile_fn_for(AF_ISA_AVX512)};
     /* The GEMM's reading of an epilogue into in-register steps; only the activations apply here

@@ -164,7 +164,8 @@ typedef struct wino_run {
     const float *x;
     float *y;
     int64_t h, w, oh, ow, pt, pl; /* input and output sizes, leading pads */
-    char *scratch;
+    af_threadpool *pool;
+    char *scratch; /* each thread's where the pool has none for it */
     const af_epilogue *epi; /* NULL: none */
 } wino_run;
 
@@ -259,7 +260,8 @@ static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64
 static void block_task(void *ctx, int task, int thread) {
     const wino_run *r = ctx;
     const wino_layout *l = &r->l;
-    char *scratch = r->scratch + (size_t)thread * l->thread_bytes;
+    char *scratch = af_threadpool_scratch(r->pool, thread, l->thread_bytes);
+    if (!scratch) scratch = r->scratch + (size_t)thread * l->thread_bytes;
     float *v = (float *)(scratch + l->v_off);
     const int64_t blk = task % l->n_blocks, grp = task / l->n_blocks, nr = r->cfg->nr;
     const int64_t ty0 = blk * l->nty / l->n_blocks, n_rows = (blk + 1) * l->nty / l->n_blocks - ty0;
@@ -274,7 +276,7 @@ af_status af_conv_winograd_run(const af_conv_winograd *c, const af_conv_geom *ge
                                af_threadpool *pool, void *workspace, size_t workspace_bytes) {
     wino_run r = {.c = c, .cfg = af_gemm_isa_cfg_for(c->isa), .vk = af_vec_kernels_for(c->isa), .x = x, .y = y,
                   .h = h, .w = w, .oh = oh, .ow = ow, .epi = epi && epi->n_steps ? epi : NULL,
-                  .scratch = workspace};
+                  .pool = pool, .scratch = workspace};
     /* Any plane size runs (a smaller one than prepared for, with dynamic shapes): the tile
      * thresholds of af_conv_winograd_tile are for speed only. */
     const bool unit = geo->n_sp == 2 && geo->stride[0] == 1 && geo->stride[1] == 1 && geo->dilation[0] == 1 &&

@@ -180,7 +180,8 @@ typedef struct gemm_run {
     blocking bl;
     int64_t tm, tn;     /* task tile: rows and columns of C per task (multiples of MR, NR) */
     int64_t n_mt, n_nt; /* tasks per batch item along M and N */
-    float *ws;
+    af_threadpool *pool;
+    float *ws;          /* each thread's blocks where the pool has no scratch for it */
     int64_t ws_floats;  /* per thread */
     bool rows_outer;    /* each A panel sweeps the block's B panels (see choose_order) */
     bool even_rows;     /* A's rows spread evenly over its panels (see tile_row) */
@@ -545,7 +546,8 @@ static void run_task(void *ctx, int task, int thread) {
         run_k0_tile(r, b, m_lo, m_hi, n_lo, n_hi);
         return;
     }
-    float *wa = r->ws + thread * r->ws_floats;
+    float *wa = af_threadpool_scratch(r->pool, thread, (size_t)r->ws_floats * sizeof(float));
+    if (!wa) wa = r->ws + thread * r->ws_floats;
     float *wb = d->packed_a ? wa : wa + min64(r->bl.mc, ceil_div(d->M, MR) * MR) * r->bl.kc;
     const float *A = d->packed_a ? af_gemm_packed_item(d->packed_a, b) : d->A + b * d->stride_a;
     const float *B = d->packed_b ? af_gemm_packed_item(d->packed_b, b) : d->B + b * d->stride_b;
@@ -737,7 +739,7 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
     af_status st = check_desc(d, isa);
     if (st != AF_OK || d->M == 0 || d->N == 0 || d->batch == 0) return st;
     const int n_threads = af_threadpool_n_threads(pool);
-    gemm_run r = {.d = d, .cfg = desc_cfg(d, isa)};
+    gemm_run r = {.d = d, .cfg = desc_cfg(d, isa), .pool = pool};
     if (gemv_shape(d, r.cfg) && d->batch <= INT32_MAX / 64) {
         run_gemv(d, r.cfg, pool);
         return AF_OK;
