@@ -2,9 +2,14 @@
 """Side-by-side latency and memory: autofusion against ONNX Runtime 1.30, interleaved in one run.
 
 Each round runs every configuration once, as its own process, in a rotated order, on the same
-inputs (the model's test_data_set_0) and thread count; the figure for a configuration is the median
+inputs (the model's test_data_set_0), thread count and CPUs; the figure for a configuration is the median
 over rounds of each process's median latency. Ratios are autofusion / ONNX Runtime: below 1 is
 faster. Standard library only.
+
+Where the thread count is below the CPUs this process may use, every process of a round is pinned
+to the same CPUs, a different set each round: the host's CPUs are not equally fast (on the 2-CPU
+machine, one ran MobileNetV3-L at one thread in 5.2 ms while the other took 3.8), and unpinned
+runs compared configurations on whichever CPU the scheduler picked.
 
   python3 bench/run_bench.py [--models resnet50,mobilenet_v3_large,bert_base] [--threads 1,2]
                              [--rounds 5] [--iterations 20] [--warmup 5] [--levels 0]
@@ -22,8 +27,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_json(cmd):
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+def run_json(cmd, cpus=None):
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, preexec_fn=pin)
     if out.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -51,6 +57,15 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor()
+
+
+def round_cpus(r, threads):
+    """The CPUs every process of round r runs on: `threads` of ours, rotating with r; None (no
+    pinning) when the threads take them all."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if threads >= len(cpus):
+        return None
+    return {cpus[(r * threads + i) % len(cpus)] for i in range(threads)}
 
 
 def main():
@@ -81,8 +96,9 @@ def main():
             rss = {c[0]: [] for c in cs}
             for r in range(a.rounds):
                 order = cs[r % len(cs):] + cs[:r % len(cs)]
+                cpus = round_cpus(r, threads)
                 for name, kind, arg in order:
-                    res = run_json(command(kind, arg, model_dir, threads, a))
+                    res = run_json(command(kind, arg, model_dir, threads, a), cpus)
                     samples[name].append(res["median_ms"])
                     rss[name].append(res.get("peak_rss_kb", 0) / 1024.0)
             med = {k: statistics.median(v) for k, v in samples.items()}
@@ -96,8 +112,8 @@ def main():
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cmd = "python3 bench/run_bench.py " + " ".join(sys.argv[1:])
     text = (f"\n### {stamp}: `{cmd}`\n\nMachine: {cpu_name()}, {os.cpu_count()} CPUs; {a.rounds} interleaved "
-            f"rounds x {a.iterations} timed runs (+{a.warmup} warm-up) per configuration; medians of "
-            f"per-process medians.\n\n" + "\n".join(lines) + "\n")
+            f"rounds x {a.iterations} timed runs (+{a.warmup} warm-up) per configuration, each round's "
+            f"processes on the same CPUs; medians of per-process medians.\n\n" + "\n".join(lines) + "\n")
     print(text)
     if a.write:
         with open(os.path.join(ROOT, a.write), "a") as f:
