@@ -199,7 +199,11 @@ AF_TEST(threads_sessions_sharing_one_model_run_concurrently) {
     for (int i = 0; i < N; i++) CHECK(af_session_create(m, &so, &s[i], &err) == AF_OK);
     float *want = NULL;
     size_t n_out = 0;
+    /* The kernels' per-thread scratch comes from the session's pool once a run asks for it. */
+    CHECK(s[0] && af_session_plan_memory(s[0]).thread_scratch_bytes == 0);
+    CHECK(s[0] && af_session_plan_memory(s[0]).workspace_bytes > 0);
     if (s[0] && af_session_run(s[0], 1, &name, &in, &err) == AF_OK) {
+        CHECK(af_session_plan_memory(s[0]).thread_scratch_bytes > 0);
         const af_tensor *o = af_session_output(s[0], 0);
         n_out = o->nbytes / sizeof(float);
         want = malloc(o->nbytes);
