@@ -200,7 +200,8 @@ static int bench_session(af_session *s, int n_in, const char **names, const af_t
         printf("model %s\nisa %s, threads %d, fusion level %d, %d warmup + %d timed runs\n"
                "latency ms: p50 %.3f  p90 %.3f  p99 %.3f  mean %.3f  min %.3f  max %.3f\n"
                "throughput: %.2f inferences/s\nsession create: %.1f ms\n"
-               "memory: activation arena %.2f MiB, kernel scratch %.2f MiB (plan) + %.2f MiB (threads), peak RSS %.1f MiB\n"
+               "memory: activation arena %.2f MiB, kernel scratch %.2f MiB (plan) + %.2f MiB (threads), "
+               "peak RSS %.1f MiB\n"
                "(percentiles: nearest rank over the timed runs)\n",
                path, af_session_isa(s), threads, af_session_fusion_level(s), warmup, iterations, p50, p90, p99, mean, t[0],
                t[iterations - 1], 1000.0 / mean, create_ms, (double)af_session_arena_bytes(s) / 1048576.0,

@@ -55,6 +55,11 @@ void af_threadpool_run_affine(af_threadpool *pool, int n_tasks, af_task_fn fn, v
  * pool's (tasks run inline: a nested or concurrent run, a NULL pool) or memory runs out: the
  * caller then slices scratch of its own. Call it from a task, with the task's `thread`. */
 void *af_threadpool_scratch(af_threadpool *pool, int thread, size_t bytes);
+/* The same, or `own` (the caller's slice for this thread) where the pool has none. */
+static inline void *af_threadpool_scratch_or(af_threadpool *pool, int thread, size_t bytes, void *own) {
+    void *p = af_threadpool_scratch(pool, thread, bytes);
+    return p ? p : own;
+}
 /* The scratch the pool holds, all threads together, for memory reports. */
 size_t af_threadpool_scratch_bytes(const af_threadpool *pool);
 

@@ -220,8 +220,8 @@ static void run_task(void *ctx, int task, int thread) {
     const af_attention_desc *d = r->d;
     const int64_t bh = task / r->plan.n_qt, t = task % r->plan.n_qt;
     const int64_t i0 = t * r->plan.tile;
-    float *ws = af_threadpool_scratch(r->pool, thread, (size_t)r->plan.ws_floats * sizeof(float));
-    if (!ws) ws = r->ws + (int64_t)thread * r->plan.ws_floats;
+    float *ws = af_threadpool_scratch_or(r->pool, thread, (size_t)r->plan.ws_floats * sizeof(float),
+                                         r->ws + (int64_t)thread * r->plan.ws_floats);
     r->tile(d, &r->plan, bh / d->heads, bh % d->heads, i0, min64(r->plan.tile, d->seq_q - i0), ws);
 }
 

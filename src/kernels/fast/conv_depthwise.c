@@ -150,8 +150,8 @@ static void copy_rows(const dw_args *a, const float *out, int64_t stride, float 
 
 static void dw_task_padded(const dw_args *a, int task, int thread) {
     const int64_t ch = task % a->dw->channels, img = task / a->dw->channels;
-    float *p = af_threadpool_scratch(a->pool, thread, a->plane_floats * sizeof(float));
-    if (!p) p = a->scratch + (size_t)thread * a->plane_floats;
+    float *p = af_threadpool_scratch_or(a->pool, thread, a->plane_floats * sizeof(float),
+                                        a->scratch + (size_t)thread * a->plane_floats);
     const float *plane = a->x + (int64_t)task * a->h * a->w;
     const float *wk = a->dw->weights + ch * a->dw->kh * a->dw->kw;
     float *yp = a->y + (int64_t)task * a->oh * a->ow;

@@ -203,8 +203,8 @@ TARGET static void blocked_task(void *ctx, int task, int thread) {
     const int64_t oy0 = chunk * r->rows, oy1 = min64(r->oh, oy0 + r->rows);
     const int64_t iy0 = oy0 * g->stride[0] - g->pad_begin[0], n_in = rows_in(r->b, g, oy1 - oy0);
     const float *x0 = r->x + (img * r->b->channels + c0) * r->h * r->w;
-    float *blk = af_threadpool_scratch(r->pool, thread, (size_t)r->block_floats * sizeof(float));
-    if (!blk) blk = r->scratch + (int64_t)thread * r->block_floats;
+    float *blk = af_threadpool_scratch_or(r->pool, thread, (size_t)r->block_floats * sizeof(float),
+                                          r->scratch + (int64_t)thread * r->block_floats);
     for (int64_t i = 0; i < n_in; i++) interleave_row(r, x0, nc, iy0 + i, blk + i * r->wp * LANES);
     const __mmask16 cm = (__mmask16)((1u << nc) - 1);
     const __m512 bias = r->bias ? _mm512_maskz_loadu_ps(cm, r->bias + c0) : _mm512_setzero_ps();

@@ -180,8 +180,8 @@ static void region_task(void *p, int task, int thread) {
     region_run *r = p;
     if (atomic_load(&r->failed)) return;
     int64_t start = (int64_t)task * TILE, t = r->n - start < TILE ? r->n - start : TILE;
-    uint8_t *scratch = af_threadpool_scratch(r->pool, thread, r->st->per_thread);
-    if (!scratch) scratch = r->ws + (size_t)thread * r->st->per_thread;
+    uint8_t *scratch =
+        af_threadpool_scratch_or(r->pool, thread, r->st->per_thread, r->ws + (size_t)thread * r->st->per_thread);
     af_error err = {0};
     for (int i = 0; i < r->st->p.n_instrs; i++) {
         if (run_instr(r, i, start, t, scratch, &err) == AF_OK) continue;
@@ -195,7 +195,8 @@ static af_status region_run_fn(const af_kernel *k, af_op_ctx *ctx, const af_epil
     (void)epi;
     const region_state *st = k->state;
     const af_tensor *out = ctx->outputs[0];
-    region_run run = {.st = st, .ctx = ctx, .rank = out->rank, .n = af_tensor_numel(out), .pool = pool, .ws = workspace};
+    region_run run = {
+        .st = st, .ctx = ctx, .rank = out->rank, .n = af_tensor_numel(out), .pool = pool, .ws = workspace};
     region_run *r = &run; /* on the stack: no allocation while inferring */
     memcpy(r->dims, out->dims, sizeof r->dims);
     af_status s = AF_OK;

@@ -260,8 +260,8 @@ static void panel_products(const wino_run *r, int64_t ty0, int64_t n_rows, int64
 static void block_task(void *ctx, int task, int thread) {
     const wino_run *r = ctx;
     const wino_layout *l = &r->l;
-    char *scratch = af_threadpool_scratch(r->pool, thread, l->thread_bytes);
-    if (!scratch) scratch = r->scratch + (size_t)thread * l->thread_bytes;
+    char *scratch = af_threadpool_scratch_or(r->pool, thread, l->thread_bytes,
+                                             r->scratch + (size_t)thread * l->thread_bytes);
     float *v = (float *)(scratch + l->v_off);
     const int64_t blk = task % l->n_blocks, grp = task / l->n_blocks, nr = r->cfg->nr;
     const int64_t ty0 = blk * l->nty / l->n_blocks, n_rows = (blk + 1) * l->nty / l->n_blocks - ty0;

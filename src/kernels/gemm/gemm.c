@@ -546,8 +546,8 @@ static void run_task(void *ctx, int task, int thread) {
         run_k0_tile(r, b, m_lo, m_hi, n_lo, n_hi);
         return;
     }
-    float *wa = af_threadpool_scratch(r->pool, thread, (size_t)r->ws_floats * sizeof(float));
-    if (!wa) wa = r->ws + thread * r->ws_floats;
+    float *wa = af_threadpool_scratch_or(r->pool, thread, (size_t)r->ws_floats * sizeof(float),
+                                         r->ws + thread * r->ws_floats);
     float *wb = d->packed_a ? wa : wa + min64(r->bl.mc, ceil_div(d->M, MR) * MR) * r->bl.kc;
     const float *A = d->packed_a ? af_gemm_packed_item(d->packed_a, b) : d->A + b * d->stride_a;
     const float *B = d->packed_b ? af_gemm_packed_item(d->packed_b, b) : d->B + b * d->stride_b;
