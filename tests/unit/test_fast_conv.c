@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "fast_check.h"
+#include "kernels/fast/vec_internal.h"
 #include "kernels/gemm/conv_winograd.h"
 
 typedef struct conv_case {
@@ -387,4 +388,35 @@ AF_TEST(fast_conv_winograd_tile_choice) {
     }
     g.stride[0] = g.stride[1] = 2;
     CHECK_EQ_INT(af_conv_winograd_tile(&g, 3, 3, 1, 64, 64, 56, 56, 1), 0);
+}
+
+/* The implicit GEMM's phase planes, all column phases of a row phase at once (stride 2 splits
+ * each row's floats by parity), against strided_plane one phase at a time, at every ISA: pads
+ * on either side, odd and even widths, planes wider and taller than the input reaches, and more
+ * phases than one pass over the rows makes. */
+AF_TEST(fast_conv_phase_planes_match_strided_plane) {
+    enum { H = 9, W = 37 };
+    float x[H * W];
+    for (int i = 0; i < H * W; i++) x[i] = (float)(i + 1);
+    for (int isa = 0; isa <= (int)af_cpu_isa(); isa++) {
+        const af_vec_kernels *vk = af_vec_kernels_for((af_isa)isa);
+        for (int64_t sx = 1; sx <= 18; sx += sx < 3 ? 1 : 15) /* 18: more phases than one pass takes */
+            for (int64_t nb = sx < 3 ? 1 : sx - 1; nb <= sx; nb++)
+                for (int64_t w = 1; w <= W; w += 3)
+                    for (int64_t c0 = -3; c0 <= 2; c0++)
+                        for (int64_t wq = 1; wq <= 24; wq += 5) {
+                            const int64_t hq = 6, sy = 2, r0 = -1, plane = hq * wq;
+                            float got[18 * 6 * 24], want[18 * 6 * 24];
+                            for (int i = 0; i < 18 * 6 * 24; i++) got[i] = want[i] = -7.0f;
+                            vk->phase_planes(hq, wq, sy, sx, nb, x, H, w, r0, c0, got, plane);
+                            for (int64_t b = 0; b < nb; b++)
+                                vk->strided_plane(hq, wq, sy, sx, x, H, w, r0, c0 + b, want + b * plane);
+                            int bad = 0;
+                            for (int i = 0; i < 18 * 6 * 24; i++) bad += got[i] != want[i];
+                            if (bad)
+                                printf("  isa %d sx %lld nb %lld w %lld c0 %lld wq %lld: %d differ\n", isa,
+                                       (long long)sx, (long long)nb, (long long)w, (long long)c0, (long long)wq, bad);
+                            CHECK_EQ_INT(bad, 0);
+                        }
+    }
 }

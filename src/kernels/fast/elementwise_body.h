@@ -66,33 +66,46 @@ FV_INLINE void strided_run(const int64_t S, int64_t n, const float *x, float *y)
     }
 }
 
+/* y[0..wq) = 0. */
+FV_INLINE void zero_row(int64_t wq, float *y) {
+    int64_t j = 0;
+    for (; j + FV_W <= wq; j += FV_W) fv_store(y + j, fv_set1(0.0f));
+    if (j < wq) fv_storem(y + j, fv_tail(wq - j), fv_set1(0.0f));
+}
+
+/* The columns j < wq whose sx j + c0 lies inside a row of w elements: [*lo, *hi). */
+FV_INLINE void strided_cols(int64_t wq, int64_t sx, int64_t w, int64_t c0, int64_t *lo, int64_t *hi) {
+    *lo = c0 >= 0 ? 0 : (-c0 + sx - 1) / sx;
+    *hi = c0 > w - 1 ? 0 : (w - 1 - c0) / sx + 1;
+    if (*hi > wq) *hi = wq;
+    if (*lo > *hi) *lo = *hi;
+}
+
+/* y[j] = xrow[sx j + c0] for j < wq, zero outside the row's w elements (columns [lo, hi) inside,
+ * from strided_cols), reading only those. */
+FV_INLINE void strided_row(int64_t wq, int64_t sx, const float *xrow, int64_t c0, int64_t lo, int64_t hi, float *y) {
+    for (int64_t j = 0; j < lo; j++) y[j] = 0.0f;
+    if (hi > lo) { /* (a row wholly in the padding forms no pointer outside x) */
+        const float *src = xrow + c0 + lo * sx;
+        if (sx == 1) strided_run(1, hi - lo, src, y + lo);
+        else if (sx == 2) strided_run(2, hi - lo, src, y + lo);
+        else strided_run(sx, hi - lo, src, y + lo);
+    }
+    for (int64_t j = hi; j < wq; j++) y[j] = 0.0f;
+}
+
 /* y[i][j] (hq x wq, dense) = x[sy i + r0][sx j + c0] of the h x w plane x, zero outside it,
- * reading only the elements it copies: a zero-padded, strided sampling of a plane (a convolution's
- * phase plane). One call a plane: per-row calls and memsets were most of the time on ResNet-50's
- * strided layers' short rows. */
+ * reading only the elements it copies: a zero-padded, strided sampling of a plane. One call a
+ * plane: per-row calls and memsets were most of the time on ResNet-50's strided layers' short
+ * rows. */
 FV_TARGET static void FV_NAME(f32_strided_plane)(int64_t hq, int64_t wq, int64_t sy, int64_t sx, const float *x,
                                                  int64_t h, int64_t w, int64_t r0, int64_t c0, float *y) {
-    /* Columns [lo, hi) read inside a row. */
-    int64_t lo = c0 >= 0 ? 0 : (-c0 + sx - 1) / sx;
-    int64_t hi = c0 > w - 1 ? 0 : (w - 1 - c0) / sx + 1;
-    if (hi > wq) hi = wq;
-    if (lo > hi) lo = hi;
+    int64_t lo, hi;
+    strided_cols(wq, sx, w, c0, &lo, &hi);
     for (int64_t i = 0; i < hq; i++, y += wq) {
         const int64_t row = sy * i + r0;
-        if (row < 0 || row >= h) {
-            int64_t j = 0;
-            for (; j + FV_W <= wq; j += FV_W) fv_store(y + j, fv_set1(0.0f));
-            if (j < wq) fv_storem(y + j, fv_tail(wq - j), fv_set1(0.0f));
-            continue;
-        }
-        for (int64_t j = 0; j < lo; j++) y[j] = 0.0f;
-        if (hi > lo) { /* (a row wholly in the padding forms no pointer outside x) */
-            const float *src = x + row * w + c0 + lo * sx;
-            if (sx == 1) strided_run(1, hi - lo, src, y + lo);
-            else if (sx == 2) strided_run(2, hi - lo, src, y + lo);
-            else strided_run(sx, hi - lo, src, y + lo);
-        }
-        for (int64_t j = hi; j < wq; j++) y[j] = 0.0f;
+        if (row < 0 || row >= h) zero_row(wq, y);
+        else strided_row(wq, sx, x + row * w, c0, lo, hi, y);
     }
 }
 

@@ -167,12 +167,14 @@ FV_INLINE void fv_int2(const fv_v in[4], float *p, int64_t n) {
     fv_store_first(p, q, 2 * n);
 }
 #include "kernels/fast/winograd_body.h"
+#include "kernels/fast/phase_body.h"
 
 const af_vec_kernels af_vec_avx2 = {
     .isa = AF_ISA_AVX2,
     .ew_unary = FV_NAME(f32_ew_unary),
     .ew_binary = FV_NAME(f32_ew_binary),
     .strided_plane = FV_NAME(f32_strided_plane),
+    .phase_planes = FV_NAME(f32_phase_planes),
     .pool2d_plane = FV_NAME(f32_pool2d_plane),
     .global_pool = FV_NAME(f32_global_pool),
     .softmax_row = FV_NAME(f32_softmax_row),

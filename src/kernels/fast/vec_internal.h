@@ -10,8 +10,8 @@
  * Every loop computes each output element the same way wherever a chunk starts or ends (tails
  * are masked vectors, not scalar code), so splitting work over threads never changes a result.
  * Internal to src/kernels (the implicit-GEMM conv in src/kernels/gemm builds its phase planes with
- * `strided_plane`; the Winograd conv there runs its transforms through `wino_input` /
- * `wino_output`).
+ * `phase_planes`, written in phase_body.h; the Winograd conv there runs its transforms through
+ * `wino_input` / `wino_output`).
  */
 #ifndef AF_KERNELS_FAST_VEC_INTERNAL_H
 #define AF_KERNELS_FAST_VEC_INTERNAL_H
@@ -20,6 +20,8 @@
 #include <stdint.h>
 
 #include "util/cpu.h"
+
+#define AF_PHASES_MAX 16 /* column phases phase_planes makes in one pass over the rows */
 
 /* One-input float ops; a and b are the op's parameters. */
 typedef enum af_ew_unary_op {
@@ -75,6 +77,9 @@ typedef struct af_vec_kernels {
      * only the elements copied. */
     void (*strided_plane)(int64_t hq, int64_t wq, int64_t sy, int64_t sx, const float *x, int64_t h, int64_t w,
                           int64_t r0, int64_t c0, float *y);
+    /* Phases b < nb (<= sx) at once: phase b into y + b * plane, as strided_plane with c0 + b. */
+    void (*phase_planes)(int64_t hq, int64_t wq, int64_t sy, int64_t sx, int64_t nb, const float *x, int64_t h,
+                         int64_t w, int64_t r0, int64_t c0, float *y, int64_t plane);
     /* Output rows [oy0, oy1) of one plane: x is g->h x g->w, y is g->oh x g->ow. */
     void (*pool2d_plane)(const af_pool2d *g, const float *x, float *y, int64_t oy0, int64_t oy1);
     /* *y = the max (max) or mean of x[0..n); the mean's sum runs in double. */

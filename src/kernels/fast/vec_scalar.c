@@ -82,12 +82,14 @@ FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
 #include "kernels/fast/norm_body.h"
 #include "kernels/fast/pool_body.h"
 #include "kernels/fast/winograd_body.h"
+#include "kernels/fast/phase_body.h"
 
 const af_vec_kernels af_vec_scalar = {
     .isa = AF_ISA_SCALAR,
     .ew_unary = FV_NAME(f32_ew_unary),
     .ew_binary = FV_NAME(f32_ew_binary),
     .strided_plane = FV_NAME(f32_strided_plane),
+    .phase_planes = FV_NAME(f32_phase_planes),
     .pool2d_plane = FV_NAME(f32_pool2d_plane),
     .global_pool = FV_NAME(f32_global_pool),
     .softmax_row = FV_NAME(f32_softmax_row),

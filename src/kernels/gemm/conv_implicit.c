@@ -106,7 +106,7 @@ bool af_conv_implicit_residual_in_place(const af_conv_implicit *c, const af_epil
 typedef struct implicit_run {
     const af_conv_implicit *c;
     const af_gemm_isa_cfg *cfg;
-    const af_vec_kernels *vk; /* its strided row copy */
+    const af_vec_kernels *vk; /* its phase-plane copy */
     phases p;
     const float *x;
     float *y;
@@ -125,19 +125,22 @@ typedef struct implicit_run {
     af_gemm_fused fused;
 } implicit_run;
 
-/* Task: one phase plane of one input channel (a stem's 3 channels at stride 2 are 12 tasks, where
- * 3 left one of two threads a third of the work). */
+/* Task: the column phases of one row phase of one input channel (a stem's 3 channels at stride 2
+ * are 6 tasks, where 3 left one of two threads a third of the work). */
 static void phases_task(void *ctx, int task, int thread) {
     (void)thread;
     const implicit_run *r = ctx;
     const phases *p = &r->p;
-    const int64_t ci = task / (p->na * p->nb), a = task / p->nb % p->na, b = task % p->nb;
+    const int64_t ci = task / p->na, a = task % p->na;
     const float *in = r->x + ci * r->h * r->w;
     /* The workspace: never in place here. Row i of phase (a, b) is input row sy i + a - py,
      * columns sx j + b - px. */
-    float *plane = (float *)r->planes + ci * p->chan_ld + (a * p->nb + b) * p->plane;
-    r->vk->strided_plane(p->hq, p->wq, p->sy, p->sx, in, r->h, r->w, a - p->py, b - p->px, plane);
-    memset(plane + p->hq * p->wq, 0, (size_t)(p->plane - p->hq * p->wq) * sizeof *plane);
+    float *planes = (float *)r->planes + ci * p->chan_ld + a * p->nb * p->plane;
+    r->vk->phase_planes(p->hq, p->wq, p->sy, p->sx, p->nb, in, r->h, r->w, a - p->py, -p->px, planes, p->plane);
+    for (int64_t b = 0; b < p->nb; b++) {
+        float *tail = planes + b * p->plane + p->hq * p->wq;
+        memset(tail, 0, (size_t)(p->plane - p->hq * p->wq) * sizeof *tail);
+    }
 }
 
 /* Task (block of output rows, group of weight panels): every panel of the group over every tile
@@ -279,8 +282,8 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
         r.rows_per_block = 1;
     }
     const int64_t blocks = ceil_div(r.rows, r.rows_per_block);
-    if (c->cin * r.p.na * r.p.nb > INT32_MAX || blocks * r.n_groups > INT32_MAX) return AF_ERR_LIMIT;
-    if (!r.p.in_place) af_threadpool_run(pool, (int)(c->cin * r.p.na * r.p.nb), phases_task, &r);
+    if (c->cin * r.p.na > INT32_MAX || blocks * r.n_groups > INT32_MAX) return AF_ERR_LIMIT;
+    if (!r.p.in_place) af_threadpool_run(pool, (int)(c->cin * r.p.na), phases_task, &r);
     af_threadpool_run_affine(pool, (int)(blocks * r.n_groups), tile_task, &r); /* row blocks outermost */
     return AF_OK;
 }
