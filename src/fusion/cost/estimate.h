@@ -83,7 +83,8 @@ typedef struct af_group_estimate {
     bool nominal_dims;                  /* some dim was unknown and taken as AF_COST_NOMINAL_DIM */
 } af_group_estimate;
 
-/* Estimates candidate c, whose nodes must be valid indices of cg->g (the caller checks). */
+/* Estimates candidate c, whose nodes (at most AF_FUSION_MAX_NODES) must be valid indices of cg->g
+ * (the caller checks). */
 void af_cost_estimate_group(const af_cost_graph *cg, const af_hw_model *hw, const af_fusion_candidate *c,
                             af_group_estimate *out);
 
