@@ -265,8 +265,8 @@ AF_TEST(cost_fusion_level_gating) {
     /* family -> the lowest level that admits it */
     const int need[AF_FUSION_FAMILY_COUNT] = {
         [AF_FUSION_CONV_BN_RELU] = 1, [AF_FUSION_CONV_RESIDUAL] = 1, [AF_FUSION_MATMUL_ADD] = 1,
-        [AF_FUSION_LAYERNORM] = 2,    [AF_FUSION_SQUEEZE_EXCITE] = 2, [AF_FUSION_ELEMENTWISE] = 2,
-        [AF_FUSION_ATTENTION] = 3,
+        [AF_FUSION_LAYERNORM] = 2,    [AF_FUSION_SQUEEZE_EXCITE] = 2, [AF_FUSION_POINTWISE_DEPTHWISE] = 2,
+        [AF_FUSION_ELEMENTWISE] = 2,  [AF_FUSION_ATTENTION] = 3,
     };
     for (int level = 0; level <= 3; level++) {
         cfg.fusion_level = level;

@@ -221,9 +221,10 @@ AF_TEST(pattern_builtin_rules_load) {
     af_error err = {0};
     CHECK(af_rules_builtin(&rs, &err) == AF_OK);
     if (!rs) return;
-    CHECK_EQ_INT(af_rules_count(rs), 23);
+    CHECK_EQ_INT(af_rules_count(rs), 24);
     const char *want[] = {"conv_bn_act", "conv_relu6", "conv_silu", "conv_hardswish_hardsigmoid",
-                          "conv_hardswish_clip", "conv_residual", "squeeze_excite", "cv_elementwise_chain",
+                          "conv_hardswish_clip", "conv_residual", "squeeze_excite", "pointwise_depthwise",
+                          "cv_elementwise_chain",
                           "matmul_bias_act", "matmul_bias_gelu_erf", "matmul_bias_gelu_tanh", "residual_layernorm",
                           "layernorm_decomposed", "bert_self_attention_qkv", "bert_self_attention_qkv_heads",
                           "bert_self_attention", "bert_self_attention_heads", "nlp_elementwise_chain"};
@@ -246,7 +247,9 @@ AF_TEST(pattern_builtin_rules_load) {
  *   without the Relu), the same 9 residual groups, 20 BN(+Add)+Relu chains and 2 rejected ones.
  *  mobilenet_v3_small: 41 Conv+activation groups (18 with HardSwish), 9 squeeze-excite blocks, 7
  *   residual Adds (3 of them also offer the skip branch's Conv, rejected because that output feeds
- *   the next Conv too), Gemm + HardSwish.
+ *   the next Conv too), Gemm + HardSwish; the 10 blocks with an expand layer offer it with their
+ *   depthwise layer (pointwise_depthwise). Its _bn twin keeps the BatchNormalizations, which that
+ *   rule does not take.
  *  bert_tiny (opset 17): per layer the Q, K, V, attention-output and FFN MatMuls with bias (the two
  *   output projections with the residual Add), the FFN-in MatMul also with the erf GELU, plus the
  *   pooler Gemm + Tanh: 13 + 2 GELU groups; 5 residual Add + LayerNormalization (embeddings and two
@@ -296,10 +299,14 @@ AF_TEST(pattern_fixture_resnet_small) {
 AF_TEST(pattern_fixture_mobilenet_v3_small) {
     const expect want[] = {{"conv_bn_act", 41, 0},          {"squeeze_excite", 9, 0},
                            {"conv_residual", 7, 3},         {"matmul_bias_act", 1, 0},
-                           {"cv_elementwise_chain", 9, 11}, {"conv_hardswish_hardsigmoid", 0, 0}};
-    check_fixture("mobilenet_v3_small", want, 6, 81);
-    const expect want_bn[] = {{"conv_bn_act", 52, 0}, {"squeeze_excite", 9, 0}, {"conv_residual", 7, 3}};
-    check_fixture("mobilenet_v3_small_bn", want_bn, 3, 127);
+                           {"cv_elementwise_chain", 9, 11}, {"conv_hardswish_hardsigmoid", 0, 0},
+                           {"pointwise_depthwise", 10, 0}};
+    check_fixture("mobilenet_v3_small", want, 7, 91);
+    const expect want_bn[] = {{"conv_bn_act", 52, 0},
+                              {"squeeze_excite", 9, 0},
+                              {"conv_residual", 7, 3},
+                              {"pointwise_depthwise", 0, 0}};
+    check_fixture("mobilenet_v3_small_bn", want_bn, 4, 127);
 
     af_model *m = load(af_test_dir(), "mobilenet_v3_small");
     if (!m) return;
@@ -654,7 +661,7 @@ AF_TEST(pattern_extra_rules_from_config) {
     af_rule_set *rs = NULL;
     af_error err = {0};
     CHECK(af_rules_from_config(&cfg, &rs, &err) == AF_OK);
-    CHECK_EQ_INT(af_rules_count(rs), 24);
+    CHECK_EQ_INT(af_rules_count(rs), 25);
     af_rules_free(rs);
     af_fusion_candidates cs = {0};
     CHECK(af_pattern_find(g, NULL, &cfg, &cs, &err) == AF_OK); /* NULL: built-in + cfg's files */

@@ -31,9 +31,10 @@ static bool write_config(const char *path, const char *policy) {
     if (!f) return false;
     fprintf(f,
             "{\"hardware\": {\"peak_gflops\": 100, \"bandwidth_gbs\": 20}, \"fusion_policy\": {\"conv_bn_relu\": "
-            "\"%s\", \"conv_residual\": \"%s\", \"squeeze_excite\": \"%s\", \"matmul_add\": \"%s\", \"layernorm\": "
-            "\"%s\", \"attention_blocks\": \"%s\", \"elementwise_chain\": \"%s\"}}\n",
-            policy, policy, policy, policy, policy, policy, policy);
+            "\"%s\", \"conv_residual\": \"%s\", \"squeeze_excite\": \"%s\", \"pointwise_depthwise\": \"%s\", "
+            "\"matmul_add\": \"%s\", \"layernorm\": \"%s\", \"attention_blocks\": \"%s\", \"elementwise_chain\": "
+            "\"%s\"}}\n",
+            policy, policy, policy, policy, policy, policy, policy, policy);
     return fclose(f) == 0;
 }
 

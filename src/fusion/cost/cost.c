@@ -54,6 +54,7 @@ static int family_level(af_fusion_family f) {
         return 1;
     case AF_FUSION_LAYERNORM:
     case AF_FUSION_SQUEEZE_EXCITE:
+    case AF_FUSION_POINTWISE_DEPTHWISE:
     case AF_FUSION_ELEMENTWISE:
         return 2;
     default:

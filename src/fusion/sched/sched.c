@@ -55,7 +55,10 @@ static bool build_step(const af_graph *g, af_fusion_candidate *c, const af_sched
     bool ok = false;
     const af_op anchor_op = c->anchor >= 0 ? g->nodes[c->anchor].op : AF_OP_UNKNOWN;
     char why[160] = "";
-    if (anchor_op == AF_OP_CONV || anchor_op == AF_OP_MAT_MUL || anchor_op == AF_OP_GEMM) {
+    if (c->family == AF_FUSION_POINTWISE_DEPTHWISE) { /* two Conv anchors: a kernel of its own */
+        ok = af_sched_build_pwdw(g, c, o, s, why, sizeof why);
+        if (!ok) reject(c, why);
+    } else if (anchor_op == AF_OP_CONV || anchor_op == AF_OP_MAT_MUL || anchor_op == AF_OP_GEMM) {
         ok = build_anchor_step(g, c, o, s, err, st);
     } else if (c->family == AF_FUSION_SQUEEZE_EXCITE) {
         ok = af_sched_build_se(g, c, o, s, why, sizeof why);

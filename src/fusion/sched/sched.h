@@ -49,6 +49,10 @@ bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, cons
 bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                        char *why, size_t why_size);
 
+/* Builds the fused pointwise + depthwise conv step of a pointwise_depthwise group (see pwdw_step.c). */
+bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                         char *why, size_t why_size);
+
 /* Builds the fused LayerNorm step of a layernorm group (see layernorm_step.c). */
 bool af_sched_build_layernorm(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                               char *why, size_t why_size);

@@ -66,6 +66,7 @@ typedef struct blocked_run {
     float *y, *scratch; /* scratch: each thread's block where the pool has none for it */
     af_threadpool *pool;
     int64_t h, w, oh, ow, wp, rows, chunks, groups, block_floats;
+    int64_t y_plane; /* floats between output channel planes: oh * ow, or more for a band of rows */
     const af_epilogue *epi; /* what runs after the store; NULL: nothing */
     af_epilogue_tile_fn apply;
     /* A lone activation step runs on the accumulators instead: clamp to [lo, hi], or HardSwish. */
@@ -118,8 +119,7 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int R,
     __m512 out[LANES];
     af_transpose16x16(acc, out);
     const __mmask16 m = (__mmask16)((1u << R) - 1);
-    const int64_t plane = r->oh * r->ow;
-    for (int64_t c = 0; c < nc; c++) _mm512_mask_storeu_ps(yrow + c * plane + ox0, m, out[c]);
+    for (int64_t c = 0; c < nc; c++) _mm512_mask_storeu_ps(yrow + c * r->y_plane + ox0, m, out[c]);
 }
 
 /* R output pixels (ox0 .. ox0 + R of row oy) of the 16 channels, inlined with constants. KW > 0
@@ -209,7 +209,7 @@ TARGET static void blocked_task(void *ctx, int task, int thread) {
     const __mmask16 cm = (__mmask16)((1u << nc) - 1);
     const __m512 bias = r->bias ? _mm512_maskz_loadu_ps(cm, r->bias + c0) : _mm512_setzero_ps();
     const float *wg = r->b->weights + grp * r->b->kh * r->b->kw * LANES;
-    const int64_t plane = r->oh * r->ow;
+    const int64_t plane = r->y_plane;
     float *y0 = r->y + (img * r->b->channels + c0) * plane;
     for (int64_t oy = oy0; oy < oy1; oy++)
         for (int64_t ox = 0; ox < r->ow; ox += LANES) {
@@ -220,14 +220,15 @@ TARGET static void blocked_task(void *ctx, int task, int thread) {
         r->apply(r->epi, y0 + oy0 * r->ow, plane, (int)nc, (int)((oy1 - oy0) * r->ow), c0, oy0 * r->ow, img);
 }
 
-af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y, int64_t n,
-                            int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias, const af_epilogue *epi,
-                            af_threadpool *pool, void *scratch, size_t scratch_bytes) {
+static af_status run_blocked(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y,
+                             int64_t y_plane, int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                             const float *bias, const af_epilogue *epi, af_threadpool *pool, void *scratch,
+                             size_t scratch_bytes) {
     const int n_threads = af_threadpool_n_threads(pool);
     if (oh <= 0 || ow <= 0 || !scratch || af_dw_blocked_scratch_bytes(b, geo, ow, n_threads) > scratch_bytes)
         return AF_ERR_RUNTIME;
     blocked_run r = {.b = b, .geo = geo, .x = x, .bias = bias, .y = y, .scratch = scratch, .pool = pool, .h = h, .w = w,
-                     .oh = oh, .ow = ow, .wp = block_width(b, geo, ow), .groups = ceil_div(b->channels, LANES),
+                     .oh = oh, .ow = ow, .y_plane = y_plane, .wp = block_width(b, geo, ow), .groups = ceil_div(b->channels, LANES),
                      .epi = epi && epi->n_steps ? epi : NULL, .apply = af_epilogue_tile_fn_for(AF_ISA_AVX512)};
     /* The GEMM's reading of an epilogue into in-register steps; only the activations apply here
      * (the accumulators hold 16 channels of one pixel, not a tile of C). */
@@ -247,4 +248,17 @@ af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, con
     if (tasks > 0x7fffffff) return AF_ERR_LIMIT;
     af_threadpool_run_affine(pool, (int)tasks, blocked_task, &r);
     return AF_OK;
+}
+
+af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y, int64_t n,
+                            int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias, const af_epilogue *epi,
+                            af_threadpool *pool, void *scratch, size_t scratch_bytes) {
+    return run_blocked(b, geo, x, y, oh * ow, n, h, w, oh, ow, bias, epi, pool, scratch, scratch_bytes);
+}
+
+af_status af_dw_blocked_run_rows(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y,
+                                 int64_t y_plane, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
+                                 const af_epilogue *epi, void *scratch, size_t scratch_bytes) {
+    if (y_plane < oh * ow) return AF_ERR_RUNTIME;
+    return run_blocked(b, geo, x, y, y_plane, 1, h, w, oh, ow, bias, epi, NULL, scratch, scratch_bytes);
 }

@@ -36,5 +36,11 @@ size_t af_dw_blocked_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *g
 af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y, int64_t n,
                             int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias, const af_epilogue *epi,
                             af_threadpool *pool, void *scratch, size_t scratch_bytes);
+/* One image on the calling thread, written as rows of planes y_plane floats apart (>= oh * ow):
+ * output rows of a band of a larger plane, computed from the input rows x holds (h of them, with
+ * geo's pads placing them). scratch as af_dw_blocked_scratch_bytes for one thread. */
+af_status af_dw_blocked_run_rows(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y,
+                                 int64_t y_plane, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
+                                 const af_epilogue *epi, void *scratch, size_t scratch_bytes);
 
 #endif
