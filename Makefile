@@ -125,8 +125,9 @@ fuzz-smoke: fuzz $(FUZZ_SEEDS)
 	done
 
 # The concurrency tests (thread pool, sessions in parallel, one session from several threads, plan
-# swaps under runs in flight) under ThreadSanitizer. Like tests/run_all.sh, they keep the measured
-# hardware figures in a cache of their own, never the user's.
+# swaps under runs in flight, the conv kernels' bands on the pool) under ThreadSanitizer. Like
+# tests/run_all.sh, they keep the measured hardware figures in a cache of their own, never the
+# user's.
 TSAN_BUILD := build-tsan
 TSAN_ENV := XDG_CACHE_HOME=$(CURDIR)/$(TSAN_BUILD)/cache TSAN_OPTIONS=halt_on_error=1
 check-tsan:
@@ -135,6 +136,7 @@ check-tsan:
 	$(TSAN_ENV):second_deadlock_stack=1 $(TSAN_BUILD)/test_unit threads
 	$(TSAN_ENV) $(TSAN_BUILD)/test_unit gemm_thread
 	$(TSAN_ENV) $(TSAN_BUILD)/test_unit fast_conv
+	$(TSAN_ENV) $(TSAN_BUILD)/test_unit pointwise_depthwise
 
 clean:
 	rm -rf build build-san $(FUZZ_BUILD) $(TSAN_BUILD)
