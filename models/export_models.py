@@ -406,6 +406,7 @@ ARCHS = {
     "mobilenet_v3_large": "torchvision mobilenet_v3_large, 1x3x224x224",
     "bert_base": "BERT-base (12L, H768, 12 heads, FF3072, vocab 30522), seq 128",
     "mobilenet_v3_small": "torchvision mobilenet_v3_small width_mult=0.5, 100 classes, 1x3x224x224",
+    "mobilenet_v2_small": "torchvision mobilenet_v2 width_mult=0.5, 100 classes, 1x3x224x224",
     "resnet_small": "torchvision ResNet, Bottleneck [1,2,1,1], widths/4, 100 classes, 1x3x112x112",
     "bert_tiny": "BERT (2L, H128, 2 heads, FF512, vocab 1000), seq 32",
     "loop_refine": "scripted loop h = relu(h W + b) + h, run-time trip count, dim 64, 2x8x64",
@@ -434,6 +435,11 @@ def build(arch, seed):
             shape = (1, 3, 224, 224)
             model = torchvision.models.mobilenet_v3_small(weights=None, width_mult=0.5,
                                                           num_classes=100)
+            _randomize_cnn(model, shape[1:])
+            spec = _cnn_spec(shape)
+        elif arch == "mobilenet_v2_small":
+            shape = (1, 3, 224, 224)
+            model = torchvision.models.mobilenet_v2(weights=None, width_mult=0.5, num_classes=100)
             _randomize_cnn(model, shape[1:])
             spec = _cnn_spec(shape)
         elif arch == "resnet_small":

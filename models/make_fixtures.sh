@@ -37,6 +37,7 @@ done
 SMALL=(
   "mobilenet_v3_small|--model mobilenet_v3_small|"
   "mobilenet_v3_small_bn|--model mobilenet_v3_small --keep-bn|"
+  "mobilenet_v2_small|--model mobilenet_v2_small|"
   "resnet_small|--model resnet_small|"
   "resnet_small_bn|--model resnet_small --keep-bn|"
   "resnet_small_bn_op11|--model resnet_small --keep-bn --opset 11|"

@@ -221,10 +221,10 @@ AF_TEST(pattern_builtin_rules_load) {
     af_error err = {0};
     CHECK(af_rules_builtin(&rs, &err) == AF_OK);
     if (!rs) return;
-    CHECK_EQ_INT(af_rules_count(rs), 24);
+    CHECK_EQ_INT(af_rules_count(rs), 25);
     const char *want[] = {"conv_bn_act", "conv_relu6", "conv_silu", "conv_hardswish_hardsigmoid",
                           "conv_hardswish_clip", "conv_residual", "squeeze_excite", "pointwise_depthwise",
-                          "cv_elementwise_chain",
+                          "pointwise_depthwise_relu6", "cv_elementwise_chain",
                           "matmul_bias_act", "matmul_bias_gelu_erf", "matmul_bias_gelu_tanh", "residual_layernorm",
                           "layernorm_decomposed", "bert_self_attention_qkv", "bert_self_attention_qkv_heads",
                           "bert_self_attention", "bert_self_attention_heads", "nlp_elementwise_chain"};
@@ -250,6 +250,12 @@ AF_TEST(pattern_builtin_rules_load) {
  *   the next Conv too), Gemm + HardSwish; the 10 blocks with an expand layer offer it with their
  *   depthwise layer (pointwise_depthwise). Its _bn twin keeps the BatchNormalizations, which that
  *   rule does not take.
+ *  mobilenet_v2_small: 35 Conv + ReLU6 (Clip(0, 6)) groups (stem, every expand and depthwise conv,
+ *   the last 1x1), none for the 17 projections without an activation; 10 residual Adds with their
+ *   projection, and 5 with the skip branch's conv instead, rejected as cycles (that value also
+ *   feeds the block's convs, which lead to the same Add), as are the 4 Add -> Add chains of
+ *   consecutive residual blocks; the 16 blocks with an expand layer offer it with their
+ *   depthwise layer (pointwise_depthwise_relu6).
  *  bert_tiny (opset 17): per layer the Q, K, V, attention-output and FFN MatMuls with bias (the two
  *   output projections with the residual Add), the FFN-in MatMul also with the erf GELU, plus the
  *   pooler Gemm + Tanh: 13 + 2 GELU groups; 5 residual Add + LayerNormalization (embeddings and two
@@ -307,6 +313,13 @@ AF_TEST(pattern_fixture_mobilenet_v3_small) {
                               {"conv_residual", 7, 3},
                               {"pointwise_depthwise", 0, 0}};
     check_fixture("mobilenet_v3_small_bn", want_bn, 4, 127);
+    const expect want_v2[] = {{"conv_relu6", 35, 0},
+                              {"conv_bn_act", 0, 0},
+                              {"conv_residual", 10, 5},
+                              {"pointwise_depthwise", 0, 0},
+                              {"pointwise_depthwise_relu6", 16, 0},
+                              {"cv_elementwise_chain", 0, 4}};
+    check_fixture("mobilenet_v2_small", want_v2, 6, 70);
 
     af_model *m = load(af_test_dir(), "mobilenet_v3_small");
     if (!m) return;
@@ -661,7 +674,7 @@ AF_TEST(pattern_extra_rules_from_config) {
     af_rule_set *rs = NULL;
     af_error err = {0};
     CHECK(af_rules_from_config(&cfg, &rs, &err) == AF_OK);
-    CHECK_EQ_INT(af_rules_count(rs), 25);
+    CHECK_EQ_INT(af_rules_count(rs), 26);
     af_rules_free(rs);
     af_fusion_candidates cs = {0};
     CHECK(af_pattern_find(g, NULL, &cfg, &cs, &err) == AF_OK); /* NULL: built-in + cfg's files */

@@ -28,6 +28,13 @@ static float *random_floats(int64_t n, unsigned *seed, float scale) {
     return p;
 }
 
+/* The activation `op` on t: "Relu6" is Clip(t, 0, 6) with its bounds as inputs (opset 11+). */
+static const char *activation(ob_model *b, const char *op, const char *t) {
+    if (strcmp(op, "Relu6")) return ob_node1(b, op, t);
+    const char *ins[3] = {t, ob_scalar(b, 0.0f), ob_scalar(b, 6.0f)};
+    return ob_node(b, "Clip", 3, ins);
+}
+
 static af_model *build(const pd_case *pc, unsigned seed) {
     ob_model *b = ob_new(17);
     const char *x = ob_input(b, 4, (int64_t[]){pc->n, pc->cin, pc->h, pc->w});
@@ -38,14 +45,14 @@ static af_model *build(const pd_case *pc, unsigned seed) {
         const char *in1[3] = {x, ob_const(b, 4, (int64_t[]){pc->c, pc->cin, 1, 1}, w1), ob_const(b, 1, &pc->c, b1)};
         const char *t = ob_node(b, "Conv", 3, in1);
         ob_attr_ints(b, "kernel_shape", 2, (int64_t[]){1, 1});
-        if (pc->act1) t = ob_node1(b, pc->act1, t);
+        if (pc->act1) t = activation(b, pc->act1, t);
         const char *in2[3] = {t, ob_const(b, 4, (int64_t[]){pc->c, 1, pc->k, pc->k}, w2), ob_const(b, 1, &pc->c, b2)};
         t = ob_node(b, "Conv", 3, in2);
         ob_attr_i(b, "group", pc->c);
         ob_attr_ints(b, "kernel_shape", 2, (int64_t[]){pc->k, pc->k});
         ob_attr_ints(b, "strides", 2, (int64_t[]){pc->s, pc->s});
         ob_attr_ints(b, "pads", 4, (int64_t[]){pc->pad, pc->pad, pc->pad, pc->pad});
-        if (pc->act2) t = ob_node1(b, pc->act2, t);
+        if (pc->act2) t = activation(b, pc->act2, t);
         ob_output(b, t);
         af_error err = {0};
         m = ob_load(b, &err);
@@ -134,6 +141,7 @@ AF_TEST(pointwise_depthwise_fused_matches_unfused) {
         {2, 16, 48, 83, 77, 3, 2, 1, "HardSwish", NULL, 2}, /* odd sizes, a batch */
         {1, 24, 48, 96, 64, 5, 2, 2, NULL, "Relu", 3},      /* three threads: three bands at least */
         {1, 16, 64, 112, 112, 3, 2, 1, "Relu", "Relu", 2},  /* MobileNetV3-L's features.2 */
+        {1, 16, 96, 112, 112, 3, 2, 1, "Relu6", "Relu6", 2}, /* MobileNetV2's features.2 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], true);
 }
