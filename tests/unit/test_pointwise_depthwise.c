@@ -1,6 +1,6 @@
 /* The pointwise_depthwise fusion (rules/cv.rules, pwdw_step.c, kernels/fast/pointwise_depthwise.c)
- * end to end: a 1x1 Conv (+activation) -> depthwise Conv (+activation) model, fused at the default
- * level, must give the unfused session's outputs bit for bit (the fused kernel sums every element
+ * end to end: a 1x1 Conv (+BatchNormalization) (+activation) -> depthwise Conv (+BN) (+activation)
+ * model, fused at the default level, must give the unfused session's outputs bit for bit (the fused kernel sums every element
  * in the unfused kernels' order) and the reference kernels' within the fixtures' tolerance, over
  * strides, kernel sizes, odd plane sizes, batches and thread counts (which change the bands). */
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "autofusion.h"
 #include "onnx_build.h"
@@ -17,6 +18,7 @@ typedef struct pd_case {
     int64_t n, cin, c, h, w, k, s, pad;
     const char *act1, *act2; /* NULL: none */
     int threads;
+    bool bn; /* a BatchNormalization after each conv, as exports that keep them write it */
 } pd_case;
 
 static float *random_floats(int64_t n, unsigned *seed, float scale) {
@@ -35,6 +37,20 @@ static const char *activation(ob_model *b, const char *op, const char *t) {
     return ob_node(b, "Clip", 3, ins);
 }
 
+/* BatchNormalization of `ch` channels on t, with random statistics. */
+static const char *batchnorm(ob_model *b, const char *t, int64_t ch, unsigned *seed) {
+    float *p[4];
+    const char *ins[5] = {t};
+    for (int k = 0; k < 4; k++) {
+        p[k] = random_floats(ch, seed, 0.4f);
+        for (int64_t i = 0; p[k] && i < ch; i++) p[k][i] += k == 0 || k == 3 ? 1.0f : 0.0f; /* scale, var ~ 1 */
+        ins[k + 1] = p[k] ? ob_const(b, 1, &ch, p[k]) : "";
+    }
+    const char *out = ob_node(b, "BatchNormalization", 5, ins);
+    for (int k = 0; k < 4; k++) free(p[k]);
+    return out;
+}
+
 static af_model *build(const pd_case *pc, unsigned seed) {
     ob_model *b = ob_new(17);
     const char *x = ob_input(b, 4, (int64_t[]){pc->n, pc->cin, pc->h, pc->w});
@@ -45,6 +61,7 @@ static af_model *build(const pd_case *pc, unsigned seed) {
         const char *in1[3] = {x, ob_const(b, 4, (int64_t[]){pc->c, pc->cin, 1, 1}, w1), ob_const(b, 1, &pc->c, b1)};
         const char *t = ob_node(b, "Conv", 3, in1);
         ob_attr_ints(b, "kernel_shape", 2, (int64_t[]){1, 1});
+        if (pc->bn) t = batchnorm(b, t, pc->c, &seed);
         if (pc->act1) t = activation(b, pc->act1, t);
         const char *in2[3] = {t, ob_const(b, 4, (int64_t[]){pc->c, 1, pc->k, pc->k}, w2), ob_const(b, 1, &pc->c, b2)};
         t = ob_node(b, "Conv", 3, in2);
@@ -52,6 +69,7 @@ static af_model *build(const pd_case *pc, unsigned seed) {
         ob_attr_ints(b, "kernel_shape", 2, (int64_t[]){pc->k, pc->k});
         ob_attr_ints(b, "strides", 2, (int64_t[]){pc->s, pc->s});
         ob_attr_ints(b, "pads", 4, (int64_t[]){pc->pad, pc->pad, pc->pad, pc->pad});
+        if (pc->bn) t = batchnorm(b, t, pc->c, &seed);
         if (pc->act2) t = activation(b, pc->act2, t);
         ob_output(b, t);
         af_error err = {0};
@@ -87,8 +105,22 @@ static float *run_copy(af_model *m, const af_session_options *o, const af_tensor
     return out;
 }
 
+/* A config file that turns this family off: the plan then folds each BatchNormalization into
+ * its conv by the conv_bn_relu groups' arithmetic, which the fused step must reproduce. */
+static bool write_never_config(char *path, size_t size) {
+    const char *t = getenv("TMPDIR");
+    snprintf(path, size, "%s/af_pwdw_XXXXXX", t && *t ? t : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) return false;
+    FILE *f = fdopen(fd, "w");
+    if (!f) return false;
+    fputs("{\"fusion_policy\": {\"pointwise_depthwise\": \"never\"}}\n", f);
+    return fclose(f) == 0;
+}
+
 /* Runs the case fused, unfused and on the reference kernels; fused is expected where the ISA
- * allows it. */
+ * allows it. Unfused is level 0, or with BatchNormalizations the plan without this family (level
+ * 0 runs them as nodes of their own, which rounds differently). */
 static void check_case(const pd_case *pc, bool fusable) {
     af_model *m = build(pc, 7u + (unsigned)pc->h);
     CHECK(m != NULL);
@@ -103,8 +135,19 @@ static void check_case(const pd_case *pc, bool fusable) {
     int64_t n_f = 0, n_u = 0, n_r = 0;
     char *report = NULL;
     float *fused = run_copy(m, &o, &x, &n_f, &report);
+    char cfg[300];
+    float *plain = NULL;
+    if (pc->bn) {
+        CHECK(write_never_config(cfg, sizeof cfg));
+        o.config_path = cfg;
+        plain = run_copy(m, &o, &x, &n_u, NULL);
+        remove(cfg);
+        o.config_path = NULL;
+    } else {
+        o.fusion_level = 0;
+        plain = run_copy(m, &o, &x, &n_u, NULL);
+    }
     o.fusion_level = 0;
-    float *plain = run_copy(m, &o, &x, &n_u, NULL);
     o.reference_kernels = 1;
     float *ref = run_copy(m, &o, &x, &n_r, NULL);
     CHECK(fused && plain && ref && n_f == n_u && n_f == n_r && n_f > 0);
@@ -136,12 +179,14 @@ static void check_case(const pd_case *pc, bool fusable) {
 AF_TEST(pointwise_depthwise_fused_matches_unfused) {
     /* Expanded tensors over 1 MiB, so the scheduler builds the fused kernel. */
     const pd_case cases[] = {
-        {1, 8, 48, 80, 80, 3, 1, 1, "Relu", "HardSwish", 1},
-        {1, 8, 48, 80, 80, 3, 1, 1, "Relu", "HardSwish", 2},
-        {2, 16, 48, 83, 77, 3, 2, 1, "HardSwish", NULL, 2}, /* odd sizes, a batch */
-        {1, 24, 48, 96, 64, 5, 2, 2, NULL, "Relu", 3},      /* three threads: three bands at least */
-        {1, 16, 64, 112, 112, 3, 2, 1, "Relu", "Relu", 2},  /* MobileNetV3-L's features.2 */
-        {1, 16, 96, 112, 112, 3, 2, 1, "Relu6", "Relu6", 2}, /* MobileNetV2's features.2 */
+        {1, 8, 48, 80, 80, 3, 1, 1, "Relu", "HardSwish", 1, false},
+        {1, 8, 48, 80, 80, 3, 1, 1, "Relu", "HardSwish", 2, false},
+        {2, 16, 48, 83, 77, 3, 2, 1, "HardSwish", NULL, 2, false},  /* odd sizes, a batch */
+        {1, 24, 48, 96, 64, 5, 2, 2, NULL, "Relu", 3, false},       /* three threads: three bands at least */
+        {1, 16, 64, 112, 112, 3, 2, 1, "Relu", "Relu", 2, false},   /* MobileNetV3-L's features.2 */
+        {1, 16, 96, 112, 112, 3, 2, 1, "Relu6", "Relu6", 2, false}, /* MobileNetV2's features.2 */
+        {1, 8, 48, 80, 80, 3, 1, 1, "Relu", "HardSwish", 2, true},  /* BatchNormalizations kept */
+        {1, 16, 48, 83, 77, 3, 2, 1, "Relu6", "Relu6", 1, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], true);
 }
@@ -149,6 +194,6 @@ AF_TEST(pointwise_depthwise_fused_matches_unfused) {
 AF_TEST(pointwise_depthwise_small_planes_stay_unfused) {
     /* 16 x 32 x 32 expanded floats (64 KiB) stay in cache between the unfused kernels: the
      * scheduler declines, the two conv + activation groups run instead, and the outputs agree. */
-    const pd_case c = {1, 8, 16, 32, 32, 3, 1, 1, "Relu", "Relu", 2};
+    const pd_case c = {1, 8, 16, 32, 32, 3, 1, 1, "Relu", "Relu", 2, false};
     check_case(&c, false);
 }

@@ -1,9 +1,10 @@
 /*
- * The fused step of a pointwise_depthwise group: a 1x1 Conv (+bias) (+activation) whose output
- * only a depthwise Conv (+bias) (+activation) reads, as the expand and depthwise layers of an
- * inverted-residual block export. The chain is checked node by node here, whatever rule made the
+ * The fused step of a pointwise_depthwise group: a 1x1 Conv (+bias) (+BatchNormalization)
+ * (+activation) whose output only a depthwise Conv (+bias) (+BN) (+activation) reads, as the
+ * expand and depthwise layers of an inverted-residual block export. The chain is checked node by node here, whatever rule made the
  * group; shapes must be static.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #include "ir/op.h"
 #include "ir/shape/conv_geom.h"
 #include "kernels/fast/pointwise_depthwise.h"
+#include "util/alloc.h"
 
 static const float *const_floats(const af_graph *g, const af_node *n, int k, int64_t numel) {
     if (k >= n->n_inputs || n->inputs[k] < 0) return NULL;
@@ -28,17 +30,56 @@ static const af_tensor *static_nchw(const af_graph *g, int v) {
     return t;
 }
 
-/* The activation after `conv` in the group (its output's one reader there), if any. */
-static bool trailing_act(const af_graph *g, const af_fusion_candidate *c, const af_node *conv, const af_node **act,
-                         af_epi_step *step, bool *has) {
-    *act = af_group_consumer(g, c, conv->outputs[0]);
-    *has = false;
-    if (!*act || (*act)->op == AF_OP_CONV) {
-        *act = NULL;
-        return true;
+/* What follows a conv in the group: an optional BatchNormalization, then an optional activation. */
+typedef struct conv_tail {
+    const af_node *bn, *act;
+    bool has_act;
+    af_epi_step act_step;
+    int out; /* the value the tail ends in: the last of conv, bn, act */
+} conv_tail;
+
+/* The group's chain after `conv`; *next is the group node reading its end (NULL: none). */
+static bool tail_of(const af_graph *g, const af_fusion_candidate *c, const af_node *conv, conv_tail *t,
+                    const af_node **next) {
+    memset(t, 0, sizeof *t);
+    t->out = conv->outputs[0];
+    const af_node *n = af_group_consumer(g, c, t->out);
+    if (n && n->op == AF_OP_BATCH_NORMALIZATION) {
+        if (n->n_inputs < 5 || n->inputs[0] != t->out || n->n_outputs < 1) return false;
+        t->bn = n;
+        t->out = n->outputs[0];
+        n = af_group_consumer(g, c, t->out);
     }
-    *has = true;
-    return (*act)->n_inputs >= 1 && (*act)->inputs[0] == conv->outputs[0] && af_sched_activation_step(g, *act, step);
+    if (n && n->op != AF_OP_CONV) {
+        if (n->n_inputs < 1 || n->inputs[0] != t->out || !af_sched_activation_step(g, n, &t->act_step)) return false;
+        t->act = n;
+        t->has_act = true;
+        t->out = n->outputs[0];
+        n = af_group_consumer(g, c, t->out);
+    }
+    *next = n;
+    return true;
+}
+
+/* BatchNormalization n folded into a conv's weights ([ch][per]) and bias (b, may be NULL) as
+ * new arrays *nw, *nb, in the arithmetic of the conv_bn_relu fold (epilogue_compile.c), so the
+ * two give the same bits. False when n is not inference with constant per-channel statistics. */
+static bool fold_bn(const af_graph *g, const af_node *n, int64_t ch, int64_t per, const float *w, const float *b,
+                    float **nw, float **nb) {
+    const float *sc = const_floats(g, n, 1, ch), *sh = const_floats(g, n, 2, ch), *mean = const_floats(g, n, 3, ch),
+                *var = const_floats(g, n, 4, ch);
+    *nw = *nb = NULL;
+    if (!sc || !sh || !mean || !var || n->n_outputs > 1 || af_node_attr_int(n, "training_mode", 0)) return false;
+    const float eps = af_node_attr_float(n, "epsilon", 1e-5f);
+    *nw = af_malloc((size_t)(ch * per) * sizeof(float));
+    *nb = af_malloc((size_t)ch * sizeof(float));
+    if (!*nw || !*nb) return false;
+    for (int64_t o = 0; o < ch; o++) {
+        const float scale = sc[o] / sqrtf(var[o] + eps), shift = sh[o] - mean[o] * scale;
+        for (int64_t k = 0; k < per; k++) (*nw)[o * per + k] = w[o * per + k] * scale;
+        (*nb)[o] = (b ? b[o] : 0.0f) * scale + shift;
+    }
+    return true;
 }
 
 /* The depthwise conv's geometry on its static input, pads resolved. */
@@ -52,7 +93,7 @@ static bool dw_geometry(const af_graph *g, const af_node *dw, const af_tensor *x
 
 bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                          char *why, size_t why_size) {
-    const af_node *pw = NULL, *dw = NULL, *act1 = NULL, *act2 = NULL;
+    const af_node *pw = NULL, *dw = NULL, *after_pw = NULL, *after_dw = NULL;
     int n_conv = 0;
     for (int i = 0; i < c->n_nodes; i++) {
         const af_node *n = &g->nodes[c->nodes[i]];
@@ -62,16 +103,18 @@ bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const 
         else pw = n;
     }
     af_pwdw_desc d = {0};
-    bool ok = n_conv == 2 && pw && dw && trailing_act(g, c, pw, &act1, &d.act1, &d.has_act1) &&
-              trailing_act(g, c, dw, &act2, &d.act2, &d.has_act2);
-    /* The depthwise conv reads the 1x1 conv's output, through act1 when present. */
-    ok = ok && dw->inputs[0] == (act1 ? act1->outputs[0] : pw->outputs[0]);
-    ok = ok && c->n_nodes == 2 + (act1 != NULL) + (act2 != NULL) &&
-         c->output == (act2 ? act2->outputs[0] : dw->outputs[0]);
+    conv_tail t1, t2;
+    /* pw -> [bn1] -> [act1] -> dw -> [bn2] -> [act2], the group's output. */
+    bool ok = n_conv == 2 && pw && dw && tail_of(g, c, pw, &t1, &after_pw) && after_pw == dw &&
+              dw->inputs[0] == t1.out && tail_of(g, c, dw, &t2, &after_dw) && !after_dw && t2.out == c->output &&
+              c->n_nodes == 2 + !!t1.bn + !!t1.act + !!t2.bn + !!t2.act;
     if (!ok) {
-        snprintf(why, why_size, "the group is not 1x1 Conv (+activation), depthwise Conv (+activation)");
+        snprintf(why, why_size,
+                 "the group is not 1x1 Conv (+BatchNormalization) (+activation), depthwise Conv (+BN) (+activation)");
         return false;
     }
+    d.has_act1 = t1.has_act, d.act1 = t1.act_step;
+    d.has_act2 = t2.has_act, d.act2 = t2.act_step;
     const af_tensor *x = static_nchw(g, pw->inputs[0]), *e = static_nchw(g, dw->inputs[0]),
                     *y = static_nchw(g, c->output);
     const af_tensor *w1 = &g->values[pw->inputs[1]].t, *w2 = &g->values[dw->inputs[1]].t;
@@ -108,20 +151,34 @@ bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const 
     }
     d.oh = out[0];
     d.ow = out[1];
+    /* BatchNormalizations folded into copies of the weights, which the kernel packs. */
+    float *fw1 = NULL, *fb1 = NULL, *fw2 = NULL, *fb2 = NULL;
+    ok = (!t1.bn || fold_bn(g, t1.bn, d.channels, d.cin, d.w1, d.b1, &fw1, &fb1)) &&
+         (!t2.bn || fold_bn(g, t2.bn, d.channels, d.kh * d.kw, d.w2, d.b2, &fw2, &fb2));
     af_error err = {0};
-    if (af_pwdw_kernel_make(&d, o->isa, o->n_threads, &s->kernel, &err) != AF_OK) {
+    if (!ok) snprintf(why, why_size, "a BatchNormalization is not inference with constant statistics per channel");
+    if (ok && t1.bn) d.w1 = fw1, d.b1 = fb1;
+    if (ok && t2.bn) d.w2 = fw2, d.b2 = fb2;
+    if (ok && af_pwdw_kernel_make(&d, o->isa, o->n_threads, &s->kernel, &err) != AF_OK) {
         snprintf(why, why_size, "%s", err.message);
-        return false;
+        ok = false;
     }
+    af_free(fw1), af_free(fb1), af_free(fw2), af_free(fb2);
+    if (!ok) return false;
     const int x_in = pw->inputs[0];
     if (!(s->kernel_node = af_sched_kernel_node(dw, "PointwiseDepthwiseConv", &x_in, 1, c->output))) {
         af_kernel_release(&s->kernel);
         snprintf(why, why_size, "out of memory");
         return false;
     }
-    /* Weights are packed and the biases copied: the kernel reads none of them in place. */
+    /* Weights are packed, biases copied and BatchNormalizations folded: the kernel reads none of
+     * these constants in place. */
     const int copied[4] = {pw->inputs[1], pw->n_inputs > 2 ? pw->inputs[2] : -1, dw->inputs[1],
                            dw->n_inputs > 2 ? dw->inputs[2] : -1};
     for (int i = 0; i < 4; i++) af_step_hold(s, copied[i]);
+    for (int k = 1; k <= 4; k++) {
+        if (t1.bn) af_step_hold(s, t1.bn->inputs[k]);
+        if (t2.bn) af_step_hold(s, t2.bn->inputs[k]);
+    }
     return true;
 }
