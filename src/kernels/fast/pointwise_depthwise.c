@@ -1,6 +1,7 @@
 /* The fused pointwise + depthwise convolution (see pointwise_depthwise.h). */
 #include "kernels/fast/pointwise_depthwise.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -129,8 +130,9 @@ static void pwdw_free(void *p) {
 static bool choose_bands(pwdw_state *s, int n_threads, double *recompute) {
     const af_pwdw_desc *d = &s->d;
     const int64_t row_bytes = d->channels * d->w * (int64_t)sizeof(float), sy = d->geo.stride[0];
-    int64_t rows = 1;
-    while (rows < d->oh && ((rows)*sy + d->kh) * row_bytes <= BAND_BYTES) rows++;
+    /* The most rows r with ((r - 1) * sy + kh) input rows within BAND_BYTES (in double: no overflow). */
+    const double fit = floor(((double)BAND_BYTES / (double)row_bytes - (double)d->kh) / (double)sy) + 1;
+    const int64_t rows = fit < 1 ? 1 : fit > (double)d->oh ? d->oh : (int64_t)fit;
     int64_t bands = ceil_div(d->oh, rows);
     if (bands < n_threads) bands = min64(d->oh, n_threads);
     s->rows = ceil_div(d->oh, bands);
@@ -152,11 +154,15 @@ af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, 
     isa = af_cpu_isa_clamp(isa);
     if (n_threads < 1) n_threads = 1;
     const af_conv_geom *g = &d->geo;
-    if (d->cin < 1 || d->channels < 1 || d->h < 1 || d->w < 1 || d->oh < 1 || d->ow < 1 || d->kh < 1 ||
-        d->kw < 1 || !d->w1 || !d->w2 || g->n_sp != 2 || g->stride[0] < 1 || g->stride[1] < 1 ||
-        g->dilation[0] != 1 || g->dilation[1] != 1 || g->pad_begin[0] < 0 || g->pad_begin[1] < 0 ||
-        g->pad_begin[0] >= d->kh || d->channels > (int64_t)1 << 24 || d->cin > (int64_t)1 << 24 ||
-        d->h * d->w > INT32_MAX || d->oh * d->ow > INT32_MAX)
+    /* Every size in int32 range first, so that no product below overflows. */
+    const int64_t sizes[] = {d->cin, d->channels, d->h,        d->w,           d->oh,          d->ow,
+                             d->kh,  d->kw,       g->stride[0], g->stride[1], g->pad_begin[0], g->pad_begin[1]};
+    bool sane = g->n_sp == 2;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) sane = sane && sizes[i] >= 0 && sizes[i] <= INT32_MAX;
+    if (!sane || d->cin < 1 || d->channels < 1 || d->h < 1 || d->w < 1 || d->oh < 1 || d->ow < 1 || d->kh < 1 ||
+        d->kw < 1 || !d->w1 || !d->w2 || g->stride[0] < 1 || g->stride[1] < 1 || g->dilation[0] != 1 ||
+        g->dilation[1] != 1 || g->pad_begin[0] >= d->kh || d->channels > (int64_t)1 << 24 ||
+        d->cin > (int64_t)1 << 24 || d->h * d->w > INT32_MAX || d->oh * d->ow > INT32_MAX)
         return af_errorf(err, AF_ERR_UNSUPPORTED, "the fused kernel takes undilated 2-D convolutions of static shape");
     /* Smaller expanded tensors stay in cache between the unfused kernels, and then the bands'
      * halo rows and shorter GEMMs cost about what the fusion saves, or more. MobileNetV3-L per
