@@ -1,8 +1,8 @@
 /*
  * The fused step of a pointwise_depthwise group: a 1x1 Conv (+bias) (+BatchNormalization)
  * (+activation) whose output only a depthwise Conv (+bias) (+BN) (+activation) reads, as the
- * expand and depthwise layers of an inverted-residual block export. The chain is checked node by node here, whatever rule made the
- * group; shapes must be static.
+ * expand and depthwise layers of an inverted-residual block export. The chain is checked node by
+ * node here, whatever rule made the group; shapes must be static.
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,6 +42,7 @@ typedef struct conv_tail {
 static bool tail_of(const af_graph *g, const af_fusion_candidate *c, const af_node *conv, conv_tail *t,
                     const af_node **next) {
     memset(t, 0, sizeof *t);
+    if (conv->n_outputs < 1) return false;
     t->out = conv->outputs[0];
     const af_node *n = af_group_consumer(g, c, t->out);
     if (n && n->op == AF_OP_BATCH_NORMALIZATION) {
@@ -51,7 +52,9 @@ static bool tail_of(const af_graph *g, const af_fusion_candidate *c, const af_no
         n = af_group_consumer(g, c, t->out);
     }
     if (n && n->op != AF_OP_CONV) {
-        if (n->n_inputs < 1 || n->inputs[0] != t->out || !af_sched_activation_step(g, n, &t->act_step)) return false;
+        if (n->n_inputs < 1 || n->inputs[0] != t->out || n->n_outputs < 1 ||
+            !af_sched_activation_step(g, n, &t->act_step))
+            return false;
         t->act = n;
         t->has_act = true;
         t->out = n->outputs[0];
