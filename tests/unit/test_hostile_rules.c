@@ -23,8 +23,9 @@
 
 #define MAX_IN 4
 
-static const char *const families[] = {"conv_bn_relu", "conv_residual", "squeeze_excite", "matmul_add",
-                                       "layernorm", "attention_blocks", "elementwise_chain"};
+static const char *const families[] = {"conv_bn_relu",     "conv_residual", "squeeze_excite",
+                                       "pointwise_depthwise", "matmul_add", "layernorm",
+                                       "attention_blocks", "elementwise_chain"};
 #define N_FAMILIES (int)(sizeof families / sizeof families[0])
 
 /* ---- models ---------------------------------------------------------------------------------- */
@@ -100,6 +101,17 @@ static void m_softmax_matmul(ob_model *b) {
 static void m_conv_relu(ob_model *b) {
     const char *x = ob_input(b, 4, (int64_t[]){1, 3, 5, 5});
     ob_output(b, ob_node1(b, "Relu", ob_node2(b, "Conv", x, ramp_const(b, 4, (int64_t[]){2, 3, 1, 1}, 0.1f))));
+}
+
+/* A 1x1 Conv, Relu, then a 3x3 Conv that is not depthwise (group 1), on a plane large enough
+ * (64 x 64 x 64 floats expanded) that only the shape can turn a pointwise_depthwise group down. */
+static void m_conv1x1_relu_conv3x3(ob_model *b) {
+    const char *x = ob_input(b, 4, (int64_t[]){1, 4, 64, 64});
+    const char *t = ob_node1(b, "Relu", ob_node2(b, "Conv", x, ramp_const(b, 4, (int64_t[]){64, 4, 1, 1}, 0.1f)));
+    ob_attr_ints(b, "kernel_shape", 2, (int64_t[]){1, 1});
+    t = ob_node2(b, "Conv", t, ramp_const(b, 4, (int64_t[]){4, 64, 3, 3}, 0.01f));
+    ob_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    ob_output(b, t);
 }
 
 /* BERT's exported self-attention on [1, 4, 8] projections, except that the head split reshapes
@@ -190,6 +202,9 @@ static const hcase cases[] = {
      .rule = "node m MatMul\nnode s Softmax\nanchor s\nedge s.0 = m\n"},
     {.desc = "Conv, Relu", .build = m_conv_relu, .family = "elementwise_chain",
      .rule = "node c Conv\nnode r Relu\nanchor c\nedge r.0 = c\n"},
+    {.desc = "1x1 Conv, Relu, 3x3 Conv (not depthwise)", .build = m_conv1x1_relu_conv3x3,
+     .family = "pointwise_depthwise",
+     .rule = "node p Conv\nnode r Relu\nnode d Conv\nanchor d\nedge r.0 = p\nedge d.0 = r\n"},
     {.desc = "Conv, Relu anchored at the Relu", .build = m_conv_relu,
      .rule = "node c Conv\nnode r Relu\nanchor r\nedge r.0 = c\n", .skip = "conv_bn_relu"},
     /* Opaque nodes are barriers: the cost layer refuses the group before any builder sees it. */
