@@ -28,7 +28,7 @@
     X(CONV_BN_RELU, "conv_bn_relu")         /* Conv (+BatchNormalization) (+activation) */         \
     X(CONV_RESIDUAL, "conv_residual")       /* Conv (+BN) + Add of another tensor (+activation) */ \
     X(SQUEEZE_EXCITE, "squeeze_excite")     /* GAP -> Conv -> act -> Conv -> HardSigmoid -> Mul */ \
-    X(POINTWISE_DEPTHWISE, "pointwise_depthwise") /* 1x1 Conv (+act) -> depthwise Conv (+act) */ \
+    X(POINTWISE_DEPTHWISE, "pointwise_depthwise") /* 1x1 Conv (+BN)(+act) -> depthwise (+BN)(+act) */ \
     X(MATMUL_ADD, "matmul_add")             /* MatMul/Gemm + bias (+GELU/act) (+residual) */       \
     X(LAYERNORM, "layernorm")               /* (residual Add +) LayerNorm, also decomposed */      \
     X(ATTENTION, "attention_blocks")        /* QK^T, scale, mask, Softmax, .V with head layout */  \
