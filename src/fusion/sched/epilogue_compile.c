@@ -105,6 +105,22 @@ static bool const_arith(compile *c, af_op op, int id, const af_tensor *k, bool r
     return push(c, (af_epi_step){.op = row ? AF_EPI_SCALE_SHIFT_ROW : AF_EPI_SCALE_SHIFT_COL, .p = p, .q = q});
 }
 
+void af_sched_bn_affine(int64_t ch, const float *gamma, const float *beta, const float *mean, const float *var,
+                        float eps, float *scale, float *shift) {
+    for (int64_t i = 0; i < ch; i++) {
+        scale[i] = gamma[i] / sqrtf(var[i] + eps);
+        shift[i] = beta[i] - mean[i] * scale[i];
+    }
+}
+
+void af_sched_fold_affine(int64_t ch, int64_t per, const float *w, const float *b, const float *scale,
+                          const float *shift, float *nw, float *nb) {
+    for (int64_t o = 0; o < ch; o++) {
+        for (int64_t k = 0; k < per; k++) nw[o * per + k] = w[o * per + k] * scale[o];
+        nb[o] = (b ? b[o] : 0.0f) * scale[o] + shift[o];
+    }
+}
+
 static bool batchnorm(compile *c, const af_node *n, bool first, af_tensor *w_override, af_tensor *b_override,
                       const af_tensor *w, const af_tensor *bias) {
     const af_tensor *sc = constant(c->g, n->inputs[1]), *b = constant(c->g, n->inputs[2]),
@@ -115,23 +131,17 @@ static bool batchnorm(compile *c, const af_node *n, bool first, af_tensor *w_ove
     if (!c->conv || af_tensor_numel(sc) != ch || af_tensor_numel(b) != ch || af_tensor_numel(mean) != ch ||
         af_tensor_numel(var) != ch)
         return fail(c, "BatchNormalization '%s' does not follow a Conv channel for channel", n->name);
-    float eps = af_node_attr_float(n, "epsilon", 1e-5f);
     float *scale = owned_floats(c, ch), *shift = owned_floats(c, ch);
     if (!scale || !shift) return fail(c, "%s", "out of memory");
-    for (int64_t i = 0; i < ch; i++) {
-        scale[i] = ((const float *)sc->data)[i] / sqrtf(((const float *)var->data)[i] + eps);
-        shift[i] = ((const float *)b->data)[i] - ((const float *)mean->data)[i] * scale[i];
-    }
+    af_sched_bn_affine(ch, sc->data, b->data, mean->data, var->data, af_node_attr_float(n, "epsilon", 1e-5f), scale,
+                       shift);
     for (int k = 1; k <= 4; k++) af_step_hold(c->s, n->inputs[k]); /* only scale and shift are read */
     if (!first || !w || !w->data) return push(c, (af_epi_step){.op = AF_EPI_SCALE_SHIFT_ROW, .p = scale, .q = shift});
     /* Right after the Conv: fold into its weights and bias, which costs nothing per run. */
     int64_t per = af_tensor_numel(w) / ch;
     float *nw = owned_floats(c, af_tensor_numel(w)), *nb = owned_floats(c, ch);
     if (!nw || !nb) return fail(c, "%s", "out of memory");
-    for (int64_t o = 0; o < ch; o++) {
-        for (int64_t k = 0; k < per; k++) nw[o * per + k] = ((const float *)w->data)[o * per + k] * scale[o];
-        nb[o] = (bias ? ((const float *)bias->data)[o] : 0.0f) * scale[o] + shift[o];
-    }
+    af_sched_fold_affine(ch, per, w->data, bias ? bias->data : NULL, scale, shift, nw, nb);
     if (bias) af_step_hold(c->s, c->bias_value); /* the kernel reads the folded bias instead */
     *w_override = *w;
     w_override->data = nw;

@@ -1,5 +1,6 @@
-/* What the fused-step builders ask of a group: which member makes or reads a value, and the node
- * that stands for the group in the executor (see sched.h). */
+/* What the fused-step builders ask of a group: which member makes or reads a value, the node that
+ * stands for the group in the executor, and a constant's data (see sched.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include "fusion/sched/sched.h"
@@ -49,4 +50,18 @@ af_node *af_sched_kernel_node(const af_node *like, const char *op_type, const in
     *kn = (af_node){.name = name, .op_type = type, .domain = domain, .op = like->op, .n_inputs = n_inputs,
                     .inputs = ins, .n_outputs = 1, .outputs = outs};
     return kn;
+}
+
+bool af_sched_attach_kernel_node(af_step *s, const af_node *like, const char *op_type, const int *inputs, int n_inputs,
+                                 int output, char *why, size_t why_size) {
+    if ((s->kernel_node = af_sched_kernel_node(like, op_type, inputs, n_inputs, output))) return true;
+    af_kernel_release(&s->kernel);
+    snprintf(why, why_size, "out of memory");
+    return false;
+}
+
+const float *af_sched_const_floats(const af_graph *g, int v, int64_t numel) {
+    const af_value *c = af_graph_const_value(g, v);
+    const af_tensor *t = c ? &c->t : NULL;
+    return t && t->dtype == AF_DTYPE_FLOAT && t->data && af_tensor_numel(t) == numel ? t->data : NULL;
 }

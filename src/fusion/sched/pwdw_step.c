@@ -4,7 +4,6 @@
  * expand and depthwise layers of an inverted-residual block export. The chain is checked node by
  * node here, whatever rule made the group; shapes must be static.
  */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,11 +13,9 @@
 #include "kernels/fast/pointwise_depthwise.h"
 #include "util/alloc.h"
 
+/* Input k of n as constant float32 data of `numel` elements, or NULL. */
 static const float *const_floats(const af_graph *g, const af_node *n, int k, int64_t numel) {
-    if (k >= n->n_inputs || n->inputs[k] < 0) return NULL;
-    const af_value *c = af_graph_const_value(g, n->inputs[k]);
-    const af_tensor *t = c ? &c->t : NULL;
-    return t && t->dtype == AF_DTYPE_FLOAT && t->data && af_tensor_numel(t) == numel ? t->data : NULL;
+    return k < n->n_inputs ? af_sched_const_floats(g, n->inputs[k], numel) : NULL;
 }
 
 /* A static float32 [1.., C, H, W] value. */
@@ -65,24 +62,24 @@ static bool tail_of(const af_graph *g, const af_fusion_candidate *c, const af_no
 }
 
 /* BatchNormalization n folded into a conv's weights ([ch][per]) and bias (b, may be NULL) as
- * new arrays *nw, *nb, in the arithmetic of the conv_bn_relu fold (epilogue_compile.c), so the
- * two give the same bits. False when n is not inference with constant per-channel statistics. */
+ * new arrays *nw, *nb, by the folds shared with conv_bn_relu (af_sched_bn_affine). False when n is
+ * not inference with constant per-channel statistics. */
 static bool fold_bn(const af_graph *g, const af_node *n, int64_t ch, int64_t per, const float *w, const float *b,
                     float **nw, float **nb) {
     const float *sc = const_floats(g, n, 1, ch), *sh = const_floats(g, n, 2, ch), *mean = const_floats(g, n, 3, ch),
                 *var = const_floats(g, n, 4, ch);
     *nw = *nb = NULL;
     if (!sc || !sh || !mean || !var || n->n_outputs > 1 || af_node_attr_int(n, "training_mode", 0)) return false;
-    const float eps = af_node_attr_float(n, "epsilon", 1e-5f);
+    float *affine = af_malloc((size_t)(2 * ch) * sizeof(float));
     *nw = af_malloc((size_t)(ch * per) * sizeof(float));
     *nb = af_malloc((size_t)ch * sizeof(float));
-    if (!*nw || !*nb) return false;
-    for (int64_t o = 0; o < ch; o++) {
-        const float scale = sc[o] / sqrtf(var[o] + eps), shift = sh[o] - mean[o] * scale;
-        for (int64_t k = 0; k < per; k++) (*nw)[o * per + k] = w[o * per + k] * scale;
-        (*nb)[o] = (b ? b[o] : 0.0f) * scale + shift;
+    if (affine && *nw && *nb) {
+        af_sched_bn_affine(ch, sc, sh, mean, var, af_node_attr_float(n, "epsilon", 1e-5f), affine, affine + ch);
+        af_sched_fold_affine(ch, per, w, b, affine, affine + ch, *nw, *nb);
     }
-    return true;
+    const bool ok = affine && *nw && *nb;
+    af_free(affine);
+    return ok;
 }
 
 /* The depthwise conv's geometry on its static input, pads resolved. */
@@ -169,11 +166,8 @@ bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const 
     af_free(fw1), af_free(fb1), af_free(fw2), af_free(fb2);
     if (!ok) return false;
     const int x_in = pw->inputs[0];
-    if (!(s->kernel_node = af_sched_kernel_node(dw, "PointwiseDepthwiseConv", &x_in, 1, c->output))) {
-        af_kernel_release(&s->kernel);
-        snprintf(why, why_size, "out of memory");
+    if (!af_sched_attach_kernel_node(s, dw, "PointwiseDepthwiseConv", &x_in, 1, c->output, why, why_size))
         return false;
-    }
     /* Weights are packed, biases copied and BatchNormalizations folded: the kernel reads none of
      * these constants in place. */
     const int copied[4] = {pw->inputs[1], pw->n_inputs > 2 ? pw->inputs[2] : -1, dw->inputs[1],

@@ -55,10 +55,5 @@ bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, cons
         snprintf(why, why_size, "%s", err.message);
         return false;
     }
-    if (!(s->kernel_node = af_sched_kernel_node(last, "FusedElementwise", inputs, n_inputs, c->output))) {
-        af_kernel_release(&s->kernel);
-        snprintf(why, why_size, "out of memory");
-        return false;
-    }
-    return true;
+    return af_sched_attach_kernel_node(s, last, "FusedElementwise", inputs, n_inputs, c->output, why, why_size);
 }

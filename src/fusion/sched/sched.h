@@ -37,6 +37,15 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
 bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *c, af_step *s, af_tensor *w_override,
                                af_tensor *b_override, char *why, size_t why_size);
 
+/* A BatchNormalization's per-channel affine form, y = x * scale + shift, from its statistics; and
+ * conv weights [ch][per] with bias b (NULL: zero) that it follows, folded: nw = w * scale, nb =
+ * b * scale + shift. Every fold of a BatchNormalization goes through these, so the groups that
+ * fold the same one (conv_bn_relu, pointwise_depthwise) give the same bits. */
+void af_sched_bn_affine(int64_t ch, const float *gamma, const float *beta, const float *mean, const float *var,
+                        float eps, float *scale, float *shift);
+void af_sched_fold_affine(int64_t ch, int64_t per, const float *w, const float *b, const float *scale,
+                          const float *shift, float *nw, float *nb);
+
 /* The epilogue step of an activation node (Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, HardSigmoid,
  * Clip with constant bounds); false when n has no single-step form. */
 bool af_sched_activation_step(const af_graph *g, const af_node *n, af_epi_step *out);
@@ -65,6 +74,13 @@ const af_node *af_group_consumer(const af_graph *g, const af_fusion_candidate *c
 /* A node standing for a fused group in the executor: reads `inputs`, writes `output`; named after
  * `like`. NULL when out of memory. Free with af_node_clear + af_free (af_step_release does). */
 af_node *af_sched_kernel_node(const af_node *like, const char *op_type, const int *inputs, int n_inputs, int output);
+/* s->kernel_node for the kernel a builder has made (as af_sched_kernel_node); when out of memory
+ * it releases s->kernel, says so in `why` and returns false. */
+bool af_sched_attach_kernel_node(af_step *s, const af_node *like, const char *op_type, const int *inputs, int n_inputs,
+                                 int output, char *why, size_t why_size);
+
+/* The data of constant value v when it is float32 with exactly `numel` elements; else NULL. */
+const float *af_sched_const_floats(const af_graph *g, int v, int64_t numel);
 
 /* Builds the fused attention step of an attention_blocks group (see attention_step.c). */
 bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,

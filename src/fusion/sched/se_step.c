@@ -10,13 +10,6 @@
 #include "ir/op.h"
 #include "kernels/fast/squeeze_excite.h"
 
-static const float *const_data(const af_graph *g, int v, int64_t numel) {
-    const af_value *c = af_graph_const_value(g, v);
-    if (!c) return NULL;
-    const af_tensor *t = &c->t;
-    return t->dtype == AF_DTYPE_FLOAT && t->data && af_tensor_numel(t) == numel ? t->data : NULL;
-}
-
 /* A plain 1x1 convolution from `in_ch` to `out_ch` channels with constant weights. */
 static bool pointwise(const af_graph *g, const af_node *n, int64_t in_ch, int64_t out_ch, const float **w,
                       const float **b) {
@@ -32,8 +25,8 @@ static bool pointwise(const af_graph *g, const af_node *n, int64_t in_ch, int64_
     k = af_node_attr_ints(n, "strides", &v);
     for (int i = 0; i < k; i++)
         if (v[i] != 1) return false;
-    *w = const_data(g, n->inputs[1], out_ch * in_ch);
-    *b = n->n_inputs > 2 && n->inputs[2] >= 0 ? const_data(g, n->inputs[2], out_ch) : NULL;
+    *w = af_sched_const_floats(g, n->inputs[1], out_ch * in_ch);
+    *b = n->n_inputs > 2 && n->inputs[2] >= 0 ? af_sched_const_floats(g, n->inputs[2], out_ch) : NULL;
     return *w && (n->n_inputs < 3 || n->inputs[2] < 0 || *b);
 }
 
@@ -85,11 +78,7 @@ bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af
         snprintf(why, why_size, "%s", err.message);
         return false;
     }
-    if (!(s->kernel_node = af_sched_kernel_node(mul, "SqueezeExcite", &x, 1, c->output))) {
-        af_kernel_release(&s->kernel);
-        snprintf(why, why_size, "out of memory");
-        return false;
-    }
+    if (!af_sched_attach_kernel_node(s, mul, "SqueezeExcite", &x, 1, c->output, why, why_size)) return false;
     /* W1 and W2 are packed and the biases copied: the kernel reads none of them in place */
     const int copied[4] = {conv1->inputs[1], conv1->n_inputs > 2 ? conv1->inputs[2] : -1, conv2->inputs[1],
                            conv2->n_inputs > 2 ? conv2->inputs[2] : -1};
