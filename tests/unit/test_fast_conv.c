@@ -237,6 +237,10 @@ AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
         {1, 16, 16, 15, 15, 1, 1, 0, 1, true, 0, 0},  /* pointwise: dense runs of 192 + 33 pixels */
         {2, 8, 12, 13, 19, 1, 1, 0, 1, true, 0, 0},   /* pointwise, a partial panel, batch 2 */
         {1, 6, 9, 33, 101, 3, 1, 1, 1, true, 0, 0},   /* 3x3 stride 1 (too few channels for Winograd) */
+        /* Phase planes made by row blocks at 2 threads (tiles split by rows): a 1x1 stride 2,
+         * whose blocks are runs of the flattened plane, ending mid-row; one with pads. */
+        {1, 64, 40, 30, 29, 1, 2, 0, 1, true, 0, 0},
+        {1, 24, 20, 21, 25, 1, 2, 1, 1, true, 0, 0},
     };
     check_cases(cases, sizeof cases / sizeof cases[0], implicit_kernel, NULL, in_place_avx512);
 }
