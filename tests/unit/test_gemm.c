@@ -350,10 +350,11 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
     af_epilogue_init(&after);
     CHECK(af_epilogue_vec(&after, AF_EPI_BIAS_COL, vec_n[0], NULL) == AF_OK);
     CHECK(af_epilogue_unary(&after, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
-    static const int64_t ms[] = {1, 2, 7, 8, 9, 16, 17, 33, 128}, ns[] = {1, 16, 17, 47, 48, 49, 80, 150};
+    /* 100 rows: 8x48 tiles with a 4-row edge; 128: packed for the 14x32 tile (AF_GEMM_NARROW_ROWS). */
+    static const int64_t ms[] = {1, 2, 7, 8, 9, 16, 17, 33, 100, 128}, ns[] = {1, 16, 17, 47, 48, 49, 80, 150};
     static const int64_t ks[] = {5, 769};
     int cases = 0;
-    for (int mi = 0; mi < 9; mi++)
+    for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); mi++)
         for (int ni = 0; ni < 8; ni++)
             for (int ki = 0; ki < 2; ki++) {
                 const int v = ns[ni] <= 80 ? (mi + ni + ki) % 3 : 0; /* vec_n has 80 columns */
@@ -394,7 +395,7 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
                 af_free(wide);
                 free_bufs(&g);
             }
-    CHECK(cases == 9 * 8 * 2);
+    CHECK(cases == 10 * 8 * 2);
     { /* two threads, A packed by both, without a workspace given: the GEMM allocates one */
         gcase c = {.M = 40, .N = 100, .K = 300, .batch = 1, .pack_b = true, .for_rows = true, .rows_hint = 40,
                    .alpha = 1.0f,
@@ -411,6 +412,22 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
             compare(&c, &g, af_cpu_isa(), __LINE__);
             af_gemm_packed_free(pb);
             free_bufs(&g);
+        }
+    }
+    if (af_cpu_info_get()->isa_max >= AF_ISA_AVX512) { /* which tile af_gemm_pack_b_for_rows packs for */
+        static float b[3 * 100];
+        const struct {
+            int64_t rows, panel_w;
+        } want[] = {{0, 48}, {1, 32}, {7, 32}, {8, 48}, {AF_GEMM_NARROW_ROWS - 1, 48}, {AF_GEMM_NARROW_ROWS, 32}, {384, 32}};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            af_gemm_packed *pb = NULL;
+            CHECK(af_gemm_pack_b_for_rows(AF_ISA_AVX512, want[i].rows, 1, 3, 100, b, 100, false, 0, &pb) == AF_OK);
+            /* 100 columns: 3 panels of 48 or 4 of 32 */
+            const size_t w = (size_t)want[i].panel_w, bytes = 3 * ((100 + w - 1) / w) * w * sizeof(float);
+            if (af_gemm_packed_bytes(pb) != bytes)
+                af_test_fail(__FILE__, __LINE__, "rows %lld: %zu packed bytes, want %zu (%zu-wide panels)",
+                             (long long)want[i].rows, af_gemm_packed_bytes(pb), bytes, w);
+            af_gemm_packed_free(pb);
         }
     }
     if (af_cpu_info_get()->isa_max >= AF_ISA_AVX512) { /* operands packed for different tiles */

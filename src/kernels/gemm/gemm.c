@@ -116,7 +116,8 @@ af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const 
 
 af_status af_gemm_pack_b_for_rows(af_isa isa, int64_t rows, int64_t batch, int64_t K, int64_t N, const float *B,
                                   int64_t ldb, bool trans_b, int64_t stride_b, af_gemm_packed **out) {
-    return pack_operand(isa, rows >= 8 || rows == 0, true, batch, N, K, B, ldb, !trans_b, stride_b, NULL, NULL, out);
+    const bool wide = rows == 0 || (rows >= 8 && rows < AF_GEMM_NARROW_ROWS);
+    return pack_operand(isa, wide, true, batch, N, K, B, ldb, !trans_b, stride_b, NULL, NULL, out);
 }
 
 af_status af_gemm_pack_b_each(af_isa isa, int64_t batch, int64_t K, int64_t N, int64_t ldb, bool trans_b,

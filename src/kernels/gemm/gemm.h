@@ -58,10 +58,16 @@ af_status af_gemm_pack_a(af_isa isa, int64_t batch, int64_t M, int64_t K, const 
 af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const float *B, int64_t ldb, bool trans_b,
                          int64_t stride_b, af_gemm_packed **out);
 /* af_gemm_pack_b for a B that will mostly meet `rows` rows of op(A) (0: unknown). On AVX-512,
- * with 8 rows or more or unknown, its panels are 48 columns wide for an 8x48 register tile instead
- * of the 14x32 one (fewer rows keep the 14x32 panels and their gemv, a classifier's batch 1): BERT-base's M = 128 fills 16 tiles of 8 rows where 14 left a 2-row tile per panel,
- * and its N (768, 3072) whole panels of 48; its GEMMs ran 7-13% faster. The results are the same
- * bits either way (the same K blocks, one FMA per product in k order). */
+ * with 8 to AF_GEMM_NARROW_ROWS - 1 rows or unknown, its panels are 48 columns wide for an 8x48
+ * register tile instead of the 14x32 one; fewer rows keep the 14x32 panels and their gemv (a
+ * classifier's batch 1), and so do more: the 14x32 tile spreads them evenly over 14-row panels
+ * (128 as 13 and 12 rows) and loads fewer bytes of B per FMA, which counts where the weights come
+ * from DRAM. Weights cycled through 16 copies (cold), 128 x 3072 x 768, one thread: 96 rows 193 /
+ * 186-189 GFLOP/s (8x48 / 14x32), 128 rows 182-185 / 189-192, 256 rows 167-171 / 172-174; BERT-base
+ * (128 rows) at one thread 1-3.5% faster on the 14x32 tile, at two 1-2% (alternating runs,
+ * bench/RESULTS.md session 18). The results are the same bits either way (the same K blocks, one
+ * FMA per product in k order). */
+#define AF_GEMM_NARROW_ROWS 128
 af_status af_gemm_pack_b_for_rows(af_isa isa, int64_t rows, int64_t batch, int64_t K, int64_t N, const float *B,
                                   int64_t ldb, bool trans_b, int64_t stride_b, af_gemm_packed **out);
 /* Writes item b of a batched operand into dst, laid out as the source of af_gemm_pack_b. */
