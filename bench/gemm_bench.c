@@ -122,7 +122,7 @@ static void setup(problem *p, const shape *s, int max_threads) {
     d.C = p->C, d.ldc = s->ldc, d.stride_c = s->sc;
     p->d_raw = d;
     if (s->w == W_A && af_gemm_pack_a(d.isa, 1, s->M, s->K, p->A, s->lda, false, 0, &p->pa) != AF_OK) exit(1);
-    /* Linear weights as the runtime packs them (for the rows they meet: 8x48 tiles on AVX-512). */
+    /* Linear weights as the runtime packs them, for the rows they meet (af_gemm_pack_b_for_rows). */
     if (s->w == W_B && af_gemm_pack_b_for_rows(d.isa, s->M, 1, s->K, s->N, p->B, s->ldb, false, 0, &p->pb) != AF_OK)
         exit(1);
     d.packed_a = p->pa;
