@@ -62,9 +62,9 @@ af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const 
  * register tile instead of the 14x32 one; fewer rows keep the 14x32 panels and their gemv (a
  * classifier's batch 1), and so do more: the 14x32 tile spreads them evenly over 14-row panels
  * (128 as 13 and 12 rows) and loads fewer bytes of B per FMA, which counts where the weights come
- * from DRAM. Weights cycled through 16 copies (cold), 128 x 3072 x 768, one thread: 96 rows 193 /
+ * from DRAM. Weights cycled through 16 copies (cold), rows x 3072 x 768, one thread: 96 rows 193 /
  * 186-189 GFLOP/s (8x48 / 14x32), 128 rows 182-185 / 189-192, 256 rows 167-171 / 172-174; BERT-base
- * (128 rows) at one thread 1-3.5% faster on the 14x32 tile, at two 1-2% (alternating runs,
+ * (128 rows) 3% faster on the 14x32 tile at one thread, 2% at two (alternating runs,
  * bench/RESULTS.md session 18). The results are the same bits either way (the same K blocks, one
  * FMA per product in k order). */
 #define AF_GEMM_NARROW_ROWS 128
