@@ -118,7 +118,6 @@ typedef struct implicit_run {
      * are dense, runs of the flattened plane, so 7x7 planes fill whole tiles too. */
     int64_t rows, row_len, in_stride, halo;
     int64_t rows_per_block, panels_per_group, n_groups;
-    int64_t phase_blocks; /* blocks of the row-split phase pass (phase_rows_task) */
     int panel_w, tile_px; /* output channels per weight panel, pixels per tile (at most) */
     int tile_step;        /* tile widths are multiples of this (the last one in a row excepted) */
     const af_epilogue *epi;   /* NULL: none */
@@ -126,12 +125,20 @@ typedef struct implicit_run {
     af_gemm_fused fused;
 } implicit_run;
 
-/* Zeroes the padding after each of the nb column-phase planes at `planes` (its rounding to 64 bytes). */
-static void zero_tails(const phases *p, float *planes) {
-    for (int64_t b = 0; b < p->nb; b++) {
-        float *tail = planes + b * p->plane + p->hq * p->wq;
-        memset(tail, 0, (size_t)(p->plane - p->hq * p->wq) * sizeof *tail);
-    }
+/* Rows [i0, i1) of the column phases of row phase a of input channel ci, and with `last` the
+ * padding after each plane (its rounding to 64 bytes). The workspace: never in place here. Row i
+ * of phase (a, b) is input row sy i + a - py, columns sx j + b - px. */
+static void make_phase_rows(const implicit_run *r, int64_t ci, int64_t a, int64_t i0, int64_t i1, bool last) {
+    const phases *p = &r->p;
+    float *planes = (float *)r->planes + ci * p->chan_ld + a * p->nb * p->plane;
+    if (i1 > i0)
+        r->vk->phase_planes(i1 - i0, p->wq, p->sy, p->sx, p->nb, r->x + ci * r->h * r->w, r->h, r->w,
+                            p->sy * i0 + a - p->py, -p->px, planes + i0 * p->wq, p->plane);
+    if (last)
+        for (int64_t b = 0; b < p->nb; b++) {
+            float *tail = planes + b * p->plane + p->hq * p->wq;
+            memset(tail, 0, (size_t)(p->plane - p->hq * p->wq) * sizeof *tail);
+        }
 }
 
 /* Task: the column phases of one row phase of one input channel (a stem's 3 channels at stride 2
@@ -139,19 +146,13 @@ static void zero_tails(const phases *p, float *planes) {
 static void phases_task(void *ctx, int task, int thread) {
     (void)thread;
     const implicit_run *r = ctx;
-    const phases *p = &r->p;
-    const int64_t ci = task / p->na, a = task % p->na;
-    const float *in = r->x + ci * r->h * r->w;
-    /* The workspace: never in place here. Row i of phase (a, b) is input row sy i + a - py,
-     * columns sx j + b - px. */
-    float *planes = (float *)r->planes + ci * p->chan_ld + a * p->nb * p->plane;
-    r->vk->phase_planes(p->hq, p->wq, p->sy, p->sx, p->nb, in, r->h, r->w, a - p->py, -p->px, planes, p->plane);
-    zero_tails(p, planes);
+    make_phase_rows(r, task / r->p.na, task % r->p.na, 0, r->p.hq, true);
 }
 
 /* The phase-plane rows block blk owns: those its own output rows start on, and the rest of the
- * planes for the last block. A block also reads its halo, the next block's first rows. */
-static void block_phase_rows(const implicit_run *r, int64_t blk, int64_t n_blocks, int64_t *i0, int64_t *i1) {
+ * planes for the last block (true returned). A block also reads its halo, the next block's first
+ * rows. */
+static bool block_phase_rows(const implicit_run *r, int64_t blk, int64_t *i0, int64_t *i1) {
     const int64_t y_lo = blk * r->rows_per_block, y_hi = min64(r->rows, y_lo + r->rows_per_block);
     if (r->c->kh == 1 && r->c->kw == 1) { /* rows are runs of the flattened plane (wq == ow) */
         *i0 = y_lo * r->row_len / r->p.wq;
@@ -160,7 +161,9 @@ static void block_phase_rows(const implicit_run *r, int64_t blk, int64_t n_block
         *i0 = y_lo;
         *i1 = y_hi;
     }
-    if (blk == n_blocks - 1) *i1 = r->p.hq;
+    if (y_hi < r->rows) return false;
+    *i1 = r->p.hq;
+    return true;
 }
 
 /* Task: the phase-plane rows block `task` owns, of every channel and phase. Run with the same
@@ -172,19 +175,10 @@ static void block_phase_rows(const implicit_run *r, int64_t blk, int64_t n_block
 static void phase_rows_task(void *ctx, int task, int thread) {
     (void)thread;
     const implicit_run *r = ctx;
-    const phases *p = &r->p;
     int64_t i0, i1;
-    block_phase_rows(r, task, r->phase_blocks, &i0, &i1);
-    for (int64_t ci = 0; ci < r->c->cin; ci++) {
-        const float *in = r->x + ci * r->h * r->w;
-        for (int64_t a = 0; a < p->na; a++) {
-            float *planes = (float *)r->planes + ci * p->chan_ld + a * p->nb * p->plane;
-            if (i1 > i0)
-                r->vk->phase_planes(i1 - i0, p->wq, p->sy, p->sx, p->nb, in, r->h, r->w, p->sy * i0 + a - p->py, -p->px,
-                                    planes + i0 * p->wq, p->plane);
-            if (task == r->phase_blocks - 1) zero_tails(p, planes);
-        }
-    }
+    const bool last = block_phase_rows(r, task, &i0, &i1);
+    for (int64_t ci = 0; ci < r->c->cin; ci++)
+        for (int64_t a = 0; a < r->p.na; a++) make_phase_rows(r, ci, a, i0, i1, last);
 }
 
 /* Task (block of output rows, group of weight panels): every panel of the group over every tile
@@ -327,10 +321,10 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
     }
     const int64_t blocks = ceil_div(r.rows, r.rows_per_block);
     if (c->cin * r.p.na > INT32_MAX || blocks * r.n_groups > INT32_MAX) return AF_ERR_LIMIT;
-    r.phase_blocks = blocks;
     if (!r.p.in_place) {
         /* Tiles split by rows across threads: each thread makes the phase rows of its blocks. */
-        if (r.n_groups == 1 && blocks >= af_threadpool_n_threads(pool) && af_threadpool_n_threads(pool) > 1)
+        const int n_threads = af_threadpool_n_threads(pool);
+        if (r.n_groups == 1 && n_threads > 1 && blocks >= n_threads)
             af_threadpool_run_affine(pool, (int)blocks, phase_rows_task, &r);
         else
             af_threadpool_run(pool, (int)(c->cin * r.p.na), phases_task, &r);
