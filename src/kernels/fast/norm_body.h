@@ -40,21 +40,38 @@ FV_TARGET static void FV_NAME(f32_softmax_row)(int64_t n, const float *x, float 
     }
 }
 
+/* The sum of x[0, full) (full a multiple of FV_W), or with dev of the squared deviations from
+ * mean, in double lanes. Four accumulators, so consecutive vectors' adds do not wait on each
+ * other: with one chain, BERT-base's 128 x 768 LayerNorm spent 20 us, nearly all of it on the
+ * adds' latency. */
+FV_INLINE double FV_NAME(f32_row_dsum)(int64_t full, const float *x, bool dev, double mean) {
+    fv_dacc acc[4] = {fv_dacc_zero(), fv_dacc_zero(), fv_dacc_zero(), fv_dacc_zero()};
+    int64_t i = 0;
+    for (; i + 4 * FV_W <= full; i += 4 * FV_W)
+#pragma GCC unroll 4 /* unrolled, acc stays in registers */
+        for (int a = 0; a < 4; a++) {
+            if (dev) fv_dacc_add_sq(&acc[a], fv_load(x + i + a * FV_W), mean);
+            else fv_dacc_add(&acc[a], fv_load(x + i + a * FV_W));
+        }
+    for (; i < full; i += FV_W) {
+        if (dev) fv_dacc_add_sq(&acc[0], fv_load(x + i), mean);
+        else fv_dacc_add(&acc[0], fv_load(x + i));
+    }
+    return (fv_dacc_sum(acc[0]) + fv_dacc_sum(acc[1])) + (fv_dacc_sum(acc[2]) + fv_dacc_sum(acc[3]));
+}
+
 /* One LayerNormalization row of n elements; the statistics' last n % W elements add in scalar
  * double after the vector lanes. */
 FV_TARGET static void FV_NAME(f32_layernorm_row)(int64_t n, const float *x, float *y, const float *scale,
                                                  const float *bias, float eps) {
     if (n <= 0) return;
-    fv_dacc acc = fv_dacc_zero();
-    int64_t i = 0, full = n - n % FV_W;
-    for (; i < full; i += FV_W) fv_dacc_add(&acc, fv_load(x + i));
-    double sum = fv_dacc_sum(acc);
+    int64_t i = n - n % FV_W;
+    const int64_t full = i;
+    double sum = FV_NAME(f32_row_dsum)(full, x, false, 0.0);
     for (; i < n; i++) sum += x[i];
     const double mean = sum / (double)n;
-    acc = fv_dacc_zero();
-    for (i = 0; i < full; i += FV_W) fv_dacc_add_sq(&acc, fv_load(x + i), mean);
-    double sq = fv_dacc_sum(acc);
-    for (; i < n; i++) sq += ((double)x[i] - mean) * ((double)x[i] - mean);
+    double sq = FV_NAME(f32_row_dsum)(full, x, true, mean);
+    for (i = full; i < n; i++) sq += ((double)x[i] - mean) * ((double)x[i] - mean);
     const double inv = 1.0 / sqrt(sq / (double)n + (double)eps);
     /* x - mean as (x - hi) - lo with mean = hi + lo in floats: x - hi is exact for x near the mean,
      * so a mean large against the spread costs no accuracy. */
