@@ -4,7 +4,10 @@
 Each round runs every configuration once, as its own process, in a rotated order, on the same
 inputs (the model's test_data_set_0), thread count and CPUs; the figure for a configuration is the median
 over rounds of each process's median latency. Ratios are autofusion / ONNX Runtime: below 1 is
-faster. Standard library only.
+faster. A second table takes the headline ratios within each round instead (autofusion at each
+level / ORT all, and level 0 / each fused level), as their median and range over the rounds: on a
+shared host whose speed drifts, the range shows how much one run's ratio can be trusted.
+Standard library only.
 
 Where the thread count is below the CPUs this process may use, every process of a round is pinned
 to the same CPUs, a different set each round: the host's CPUs are not equally fast (on the 2-CPU
@@ -68,6 +71,14 @@ def round_cpus(r, threads):
     return {cpus[(r * threads + i) % len(cpus)] for i in range(threads)}
 
 
+def paired(samples, num, den):
+    """num / den within each round (the two processes ran minutes apart at most, on the same CPUs),
+    as "median [min-max]" over the rounds: the host's state drifts between rounds, and the spread
+    of these ratios says how far one table's ratio can be trusted."""
+    rs = sorted(n / d for n, d in zip(samples[num], samples[den]))
+    return f"{statistics.median(rs):.2f} [{rs[0]:.2f}-{rs[-1]:.2f}]"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--models", default="resnet50,mobilenet_v3_large,bert_base")
@@ -87,6 +98,12 @@ def main():
         " | peak RSS MiB (af / ORT all) |"
     lines.append(header)
     lines.append("|" + "---|" * (header.count("|") - 1))
+    # Per-round ratios: each autofusion level against ORT all, and level 0 against each other level
+    # (the speedup of fusion over the same runtime unfused).
+    af_names = [c[0] for c in cs if c[1] == "af"]
+    pairs = [(n, "ORT all") for n in af_names] + [(af_names[0], n) for n in af_names[1:]]
+    paired_lines = ["| model | threads | " + " | ".join(f"{n} / {d}" for n, d in pairs) + " |"]
+    paired_lines.append("|" + "---|" * (len(pairs) + 2))
     for model in a.models.split(","):
         model_dir = os.path.join(a.models_dir, model)
         if not os.path.exists(os.path.join(model_dir, "model.onnx")):
@@ -109,11 +126,14 @@ def main():
                 f" | {statistics.median(rss[af0]):.0f} / {statistics.median(rss['ORT all']):.0f} |"
             lines.append(row)
             print(row, flush=True)
+            paired_lines.append(f"| {model} | {threads} | " + " | ".join(paired(samples, n, d) for n, d in pairs) + " |")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cmd = "python3 bench/run_bench.py " + " ".join(sys.argv[1:])
     text = (f"\n### {stamp}: `{cmd}`\n\nMachine: {cpu_name()}, {os.cpu_count()} CPUs; {a.rounds} interleaved "
             f"rounds x {a.iterations} timed runs (+{a.warmup} warm-up) per configuration, each round's "
-            f"processes on the same CPUs; medians of per-process medians.\n\n" + "\n".join(lines) + "\n")
+            f"processes on the same CPUs; medians of per-process medians.\n\n" + "\n".join(lines) + "\n\n"
+            f"The same ratios taken within each round, median [min-max] over the {a.rounds} rounds:\n\n" +
+            "\n".join(paired_lines) + "\n")
     print(text)
     if a.write:
         with open(os.path.join(ROOT, a.write), "a") as f:
