@@ -64,10 +64,10 @@ FV_INLINE double FV_NAME(f32_row_dsum)(int64_t full, const float *x, bool dev, d
 FV_TARGET static void FV_NAME(f32_layernorm_row)(int64_t n, const float *x, float *y, const float *scale,
                                                  const float *bias, float eps) {
     if (n <= 0) return;
-    int64_t i = n - n % FV_W;
-    const int64_t full = i;
+    const int64_t full = n - n % FV_W;
+    int64_t i;
     double sum = FV_NAME(f32_row_dsum)(full, x, false, 0.0);
-    for (; i < n; i++) sum += x[i];
+    for (i = full; i < n; i++) sum += x[i];
     const double mean = sum / (double)n;
     double sq = FV_NAME(f32_row_dsum)(full, x, true, mean);
     for (i = full; i < n; i++) sq += ((double)x[i] - mean) * ((double)x[i] - mean);
