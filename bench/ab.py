@@ -7,8 +7,8 @@ the same CPUs (with fewer threads than CPUs; rotating with the pair like run_ben
 pairs run in ABBA order: pair 1 runs A then B, pair 2 B then A, and so on. Unpinned, consecutive
 processes landed on different CPUs of this project's 2-CPU hosts, which are not equally fast:
 MobileNetV3-L at one thread ran 3.78-4.15 ms as the first process of each pair and 5.16-5.30 as
-the second, whichever side it was; with a fixed order such a bias decided a BERT-base A/B whose true
-difference was 2-3% the other way (bench/RESULTS.md, session 20).
+the second, whichever side it was: in a fixed order, or unpinned, such a bias can decide an A/B by
+itself (bench/RESULTS.md, session 20).
 
 Prints each side's median of the processes' p50 latencies, and the ratio B / A within each pair as
 median [min-max], over all pairs and over the pairs where A and where B ran first. If the two
