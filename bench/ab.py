@@ -38,8 +38,10 @@ def pair_cpus(i, threads):
 def p50(binary, env, cpus, model, threads, iterations, extra):
     cmd = [binary, "bench", model, "--threads", str(threads), "--iterations", str(iterations), "--json"] + extra
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, preexec_fn=pin).stdout
-    return json.loads(out)["p50_ms"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, preexec_fn=pin)
+    if r.returncode != 0:
+        sys.exit(f"ab.py: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stderr.strip()}")
+    return json.loads(r.stdout)["p50_ms"]
 
 
 def summary(ratios):
