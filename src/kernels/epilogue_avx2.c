@@ -65,12 +65,7 @@ TARGET void af_epilogue_apply_avx2(const af_epilogue *e, float *c, int64_t ldc, 
             TILE_LOOP(x = _mm256_mul_ps(x, hard_clamp01(_mm256_fmadd_ps(x, _mm256_set1_ps(1.0f / 6.0f), half))));
             break;
         case AF_EPI_SILU: TILE_LOOP(x = _mm256_mul_ps(x, af_vsigmoid_avx2(x))); break;
-        case AF_EPI_GELU_ERF:
-            TILE_LOOP({
-                __m256 t = af_verf_avx2(_mm256_mul_ps(x, _mm256_set1_ps(AF_EPI_GELU_RSQRT2)));
-                x = _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(_mm256_set1_ps(1.0f), t));
-            });
-            break;
+        case AF_EPI_GELU_ERF: TILE_LOOP(x = af_vgelu_erf_avx2(x)); break;
         case AF_EPI_GELU_TANH:
             TILE_LOOP({
                 __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);

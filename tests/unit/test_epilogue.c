@@ -183,6 +183,56 @@ AF_TEST(epilogue_ops_match_reference) {
     }
 }
 
+/* The vector GELU (erf form) against x/2 erfc(-x / sqrt 2) in double, every multiple of 2^-10 in
+ * [-12, 12] plus the special values, on 14 x 32 tiles: the bounds vmath_x86.h states. The
+ * reference applier's libm formula is no yardstick on the negative side, where 1 + erff cancels
+ * (millions of ULP at x = -5). */
+AF_TEST(epilogue_gelu_erf_accuracy) {
+    enum { ROWS = 14, COLS = 32, N = 24 * 1024 + 1 };
+    static float x[N + 6], tile[ROWS * COLS];
+    int64_t n = 0;
+    for (int i = -12 * 1024; i <= 12 * 1024; i++) x[n++] = (float)i / 1024.0f;
+    const float specials[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, -5.5437f};
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) x[n++] = specials[i];
+    af_epilogue e;
+    af_epilogue_init(&e);
+    CHECK(af_epilogue_unary(&e, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
+    for (int isa = AF_ISA_AVX2; isa <= (int)af_cpu_info_get()->isa_max; isa++) {
+        af_epilogue_tile_fn apply = af_epilogue_tile_fn_for((af_isa)isa);
+        double worst_abs = 0, worst_rel[2] = {0, 0}; /* relative: x >= 0, -5.5 < x < 0 */
+        float worst_abs_x = 0, worst_rel_x[2] = {0, 0};
+        for (int64_t b = 0; b < n; b += ROWS * COLS) {
+            const int64_t cnt = n - b < ROWS * COLS ? n - b : ROWS * COLS;
+            memcpy(tile, x + b, (size_t)cnt * sizeof(float));
+            apply(&e, tile, COLS, ROWS, COLS, 0, 0, 0);
+            for (int64_t i = 0; i < cnt; i++) {
+                const float xi = x[b + i], got = tile[i];
+                const double want = 0.5 * (double)xi * erfc(-(double)xi / sqrt(2.0));
+                if (!isfinite(xi)) {
+                    /* +inf -> +inf; -inf and NaN -> NaN, as the formula gives. */
+                    if (xi > 0 ? got != INFINITY : !isnan(got))
+                        af_test_fail(__FILE__, __LINE__, "%s: gelu(%g) = %g", af_isa_name(isa), xi, got);
+                    continue;
+                }
+                if (xi == 0 && (got != 0 || signbit(got) != signbit(xi)))
+                    af_test_fail(__FILE__, __LINE__, "%s: gelu(%g) = %g", af_isa_name(isa), xi, got);
+                const double err = fabs((double)got - want), abs_unit = err / (1.0 + fabs((double)xi));
+                if (abs_unit > worst_abs) worst_abs = abs_unit, worst_abs_x = xi;
+                const int side = xi < 0;
+                if (xi > -5.5f && want != 0 && err / fabs(want) > worst_rel[side])
+                    worst_rel[side] = err / fabs(want), worst_rel_x[side] = xi;
+            }
+        }
+        if (worst_abs > ldexp(1.0, -23))
+            af_test_fail(__FILE__, __LINE__, "%s: gelu error %.3g (1 + |x|) at x = %.9g", af_isa_name(isa), worst_abs,
+                         worst_abs_x);
+        for (int side = 0; side < 2; side++)
+            if (worst_rel[side] > ldexp(1.0, side ? -18 : -22))
+                af_test_fail(__FILE__, __LINE__, "%s: gelu relative error %.3g at x = %.9g", af_isa_name(isa),
+                             worst_rel[side], worst_rel_x[side]);
+    }
+}
+
 AF_TEST(epilogue_chain_matches_reference) {
     /* Folded BN + residual + HardSwish, then a scalar: the steps run in order. */
     enum { R = 3, C = 20 };
