@@ -11,6 +11,9 @@
 #define LANES 16
 /* The interleaved block of one task stays within L2 beside its output: */
 #define BLOCK_BYTES (96 * 1024)
+/* A filled block (af_dw_blocked_run_fill) costs its halo rows' computing, not a copy: larger
+ * blocks (still in L2) fill fewer of them twice. */
+#define FILL_BLOCK_BYTES (384 * 1024)
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -45,24 +48,35 @@ static int64_t rows_in(const af_dw_blocked *b, const af_conv_geom *geo, int64_t 
     return (rows - 1) * geo->stride[0] + (b->kh - 1) * geo->dilation[0] + 1;
 }
 
-/* Output rows per task: a block within BLOCK_BYTES, at least one row. */
-static int64_t chunk_rows(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow) {
+/* Output rows per task: a block within block_bytes, at least one row. */
+static int64_t chunk_rows(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int64_t block_bytes) {
     const int64_t row_bytes = block_width(b, geo, ow) * LANES * (int64_t)sizeof(float);
     int64_t rows = 1;
-    while (rows_in(b, geo, rows + 1) * row_bytes <= BLOCK_BYTES) rows++;
+    while (rows_in(b, geo, rows + 1) * row_bytes <= block_bytes) rows++;
     return rows;
 }
 
-size_t af_dw_blocked_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads) {
+static size_t scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads,
+                            int64_t block_bytes) {
     if (ow <= 0) return 0;
-    const int64_t floats = rows_in(b, geo, chunk_rows(b, geo, ow)) * block_width(b, geo, ow) * LANES;
+    const int64_t floats = rows_in(b, geo, chunk_rows(b, geo, ow, block_bytes)) * block_width(b, geo, ow) * LANES;
     return (size_t)floats * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
+}
+
+size_t af_dw_blocked_fill_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads) {
+    return scratch_bytes(b, geo, ow, n_threads, FILL_BLOCK_BYTES);
+}
+
+size_t af_dw_blocked_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads) {
+    return scratch_bytes(b, geo, ow, n_threads, BLOCK_BYTES);
 }
 
 typedef struct blocked_run {
     const af_dw_blocked *b;
     const af_conv_geom *geo;
     const float *x, *bias;
+    af_dw_fill_fn fill; /* non-NULL: makes the block rows instead of x */
+    void *fill_ctx;
     float *y, *scratch; /* scratch: each thread's block where the pool has none for it */
     af_threadpool *pool;
     int64_t h, w, oh, ow, wp, rows, chunks, groups, block_floats;
@@ -202,10 +216,12 @@ TARGET static void blocked_task(void *ctx, int task, int thread) {
     const int64_t c0 = grp * LANES, nc = min64(LANES, r->b->channels - c0);
     const int64_t oy0 = chunk * r->rows, oy1 = min64(r->oh, oy0 + r->rows);
     const int64_t iy0 = oy0 * g->stride[0] - g->pad_begin[0], n_in = rows_in(r->b, g, oy1 - oy0);
-    const float *x0 = r->x + (img * r->b->channels + c0) * r->h * r->w;
+    const float *x0 = r->x ? r->x + (img * r->b->channels + c0) * r->h * r->w : NULL;
     float *blk = af_threadpool_scratch_or(r->pool, thread, (size_t)r->block_floats * sizeof(float),
                                           r->scratch + (int64_t)thread * r->block_floats);
-    for (int64_t i = 0; i < n_in; i++) interleave_row(r, x0, nc, iy0 + i, blk + i * r->wp * LANES);
+    if (r->fill) r->fill(r->fill_ctx, img, c0, nc, iy0, n_in, r->wp, blk);
+    else
+        for (int64_t i = 0; i < n_in; i++) interleave_row(r, x0, nc, iy0 + i, blk + i * r->wp * LANES);
     const __mmask16 cm = (__mmask16)((1u << nc) - 1);
     const __m512 bias = r->bias ? _mm512_maskz_loadu_ps(cm, r->bias + c0) : _mm512_setzero_ps();
     const float *wg = r->b->weights + grp * r->b->kh * r->b->kw * LANES;
@@ -220,15 +236,27 @@ TARGET static void blocked_task(void *ctx, int task, int thread) {
         r->apply(r->epi, y0 + oy0 * r->ow, plane, (int)nc, (int)((oy1 - oy0) * r->ow), c0, oy0 * r->ow, img);
 }
 
-static af_status run_blocked(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y,
-                             int64_t y_plane, int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow,
-                             const float *bias, const af_epilogue *epi, af_threadpool *pool, void *scratch,
-                             size_t scratch_bytes) {
+/* Output rows per chunk: those of one block (chunk_rows), fewer where that leaves a thread
+ * without two tasks. */
+static int64_t task_rows(const af_dw_blocked *b, const af_conv_geom *geo, int64_t n, int64_t oh, int64_t ow,
+                         int n_threads, int64_t block_bytes) {
+    int64_t rows = chunk_rows(b, geo, ow, block_bytes);
+    const int64_t groups = ceil_div(b->channels, LANES);
+    while (rows > 1 && n * groups * ceil_div(oh, rows) < 2 * n_threads) rows = ceil_div(rows, 2);
+    return rows;
+}
+
+static af_status run_blocked(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, af_dw_fill_fn fill,
+                             void *fill_ctx, float *y, int64_t y_plane, int64_t n, int64_t h, int64_t w, int64_t oh,
+                             int64_t ow, const float *bias, const af_epilogue *epi, af_threadpool *pool, void *scratch,
+                             size_t scratch_size) {
     const int n_threads = af_threadpool_n_threads(pool);
-    if (oh <= 0 || ow <= 0 || !scratch || af_dw_blocked_scratch_bytes(b, geo, ow, n_threads) > scratch_bytes)
+    const int64_t block_bytes = fill ? FILL_BLOCK_BYTES : BLOCK_BYTES;
+    if (oh <= 0 || ow <= 0 || !scratch || scratch_bytes(b, geo, ow, n_threads, block_bytes) > scratch_size)
         return AF_ERR_RUNTIME;
-    blocked_run r = {.b = b, .geo = geo, .x = x, .bias = bias, .y = y, .scratch = scratch, .pool = pool, .h = h, .w = w,
-                     .oh = oh, .ow = ow, .y_plane = y_plane, .wp = block_width(b, geo, ow), .groups = ceil_div(b->channels, LANES),
+    blocked_run r = {.b = b, .geo = geo, .x = x, .fill = fill, .fill_ctx = fill_ctx, .bias = bias, .y = y,
+                     .scratch = scratch, .pool = pool, .h = h, .w = w, .oh = oh, .ow = ow, .y_plane = y_plane,
+                     .wp = block_width(b, geo, ow), .groups = ceil_div(b->channels, LANES),
                      .epi = epi && epi->n_steps ? epi : NULL, .apply = af_epilogue_tile_fn_for(AF_ISA_AVX512)};
     /* The GEMM's reading of an epilogue into in-register steps; only the activations apply here
      * (the accumulators hold 16 channels of one pixel, not a tile of C). */
@@ -239,10 +267,8 @@ static af_status run_blocked(const af_dw_blocked *b, const af_conv_geom *geo, co
         r.epi = NULL;
     }
     r.variant = variant(b, geo);
-    r.rows = chunk_rows(b, geo, ow);
-    r.block_floats = rows_in(b, geo, r.rows) * r.wp * LANES;
-    /* Two tasks per thread at least, where the rows allow. */
-    while (r.rows > 1 && n * r.groups * ceil_div(oh, r.rows) < 2 * n_threads) r.rows = ceil_div(r.rows, 2);
+    r.block_floats = rows_in(b, geo, chunk_rows(b, geo, ow, block_bytes)) * r.wp * LANES;
+    r.rows = task_rows(b, geo, n, oh, ow, n_threads, block_bytes);
     r.chunks = ceil_div(oh, r.rows);
     const int64_t tasks = n * r.groups * r.chunks;
     if (tasks > 0x7fffffff) return AF_ERR_LIMIT;
@@ -253,12 +279,24 @@ static af_status run_blocked(const af_dw_blocked *b, const af_conv_geom *geo, co
 af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y, int64_t n,
                             int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias, const af_epilogue *epi,
                             af_threadpool *pool, void *scratch, size_t scratch_bytes) {
-    return run_blocked(b, geo, x, y, oh * ow, n, h, w, oh, ow, bias, epi, pool, scratch, scratch_bytes);
+    return run_blocked(b, geo, x, NULL, NULL, y, oh * ow, n, h, w, oh, ow, bias, epi, pool, scratch, scratch_bytes);
 }
 
-af_status af_dw_blocked_run_rows(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y,
-                                 int64_t y_plane, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
-                                 const af_epilogue *epi, void *scratch, size_t scratch_bytes) {
-    if (y_plane < oh * ow) return AF_ERR_RUNTIME;
-    return run_blocked(b, geo, x, y, y_plane, 1, h, w, oh, ow, bias, epi, NULL, scratch, scratch_bytes);
+af_status af_dw_blocked_run_fill(const af_dw_blocked *b, const af_conv_geom *geo, af_dw_fill_fn fill, void *ctx,
+                                 float *y, int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
+                                 const af_epilogue *epi, af_threadpool *pool, void *scratch, size_t scratch_bytes) {
+    if (!fill) return AF_ERR_RUNTIME;
+    return run_blocked(b, geo, NULL, fill, ctx, y, oh * ow, n, h, w, oh, ow, bias, epi, pool, scratch, scratch_bytes);
+}
+
+double af_dw_blocked_fill_factor(const af_dw_blocked *b, const af_conv_geom *geo, int64_t h, int64_t oh, int64_t ow,
+                                 int n_threads) {
+    if (h <= 0 || oh <= 0 || ow <= 0) return 1.0;
+    const int64_t rows = task_rows(b, geo, 1, oh, ow, n_threads > 0 ? n_threads : 1, FILL_BLOCK_BYTES);
+    int64_t filled = 0; /* rows_in of each chunk, clipped to the plane (padding rows cost nothing) */
+    for (int64_t oy0 = 0; oy0 < oh; oy0 += rows) {
+        const int64_t iy0 = oy0 * geo->stride[0] - geo->pad_begin[0], n_in = rows_in(b, geo, min64(rows, oh - oy0));
+        filled += max64(0, min64(h, iy0 + n_in) - max64(0, iy0));
+    }
+    return (double)filled / (double)h;
 }

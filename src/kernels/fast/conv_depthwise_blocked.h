@@ -36,11 +36,23 @@ size_t af_dw_blocked_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *g
 af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y, int64_t n,
                             int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias, const af_epilogue *epi,
                             af_threadpool *pool, void *scratch, size_t scratch_bytes);
-/* One image on the calling thread, written as rows of planes y_plane floats apart (>= oh * ow):
- * output rows of a band of a larger plane, computed from the input rows x holds (h of them, with
- * geo's pads placing them). scratch as af_dw_blocked_scratch_bytes for one thread. */
-af_status af_dw_blocked_run_rows(const af_dw_blocked *b, const af_conv_geom *geo, const float *x, float *y,
-                                 int64_t y_plane, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
-                                 const af_epilogue *epi, void *scratch, size_t scratch_bytes);
+/* Writes the block rows of input rows iy0 .. iy0 + rows (any values: outside [0, h) they are
+ * padding) of channels c0 .. c0 + nc (nc <= 16) of image img: each row wp columns of 16 floats,
+ * column j holding input column j - pad_left, zero outside the plane; lanes past nc may hold
+ * anything. */
+typedef void (*af_dw_fill_fn)(void *ctx, int64_t img, int64_t c0, int64_t nc, int64_t iy0, int64_t rows, int64_t wp,
+                              float *dst);
+/* af_dw_blocked_run with the input made by fill, row by row, instead of read from a tensor: a
+ * producer (the 1x1 conv before it, say) writes straight into the block. A chunk's halo rows are
+ * filled by each chunk that reads them. */
+af_status af_dw_blocked_run_fill(const af_dw_blocked *b, const af_conv_geom *geo, af_dw_fill_fn fill, void *ctx,
+                                 float *y, int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
+                                 const af_epilogue *epi, af_threadpool *pool, void *scratch, size_t scratch_bytes);
+/* Scratch for af_dw_blocked_run_fill on n_threads threads (its blocks are larger). */
+size_t af_dw_blocked_fill_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads);
+/* Input rows af_dw_blocked_run_fill fills per image on n_threads threads, over h: 1 when no row
+ * is filled twice. */
+double af_dw_blocked_fill_factor(const af_dw_blocked *b, const af_conv_geom *geo, int64_t h, int64_t oh, int64_t ow,
+                                 int n_threads);
 
 #endif

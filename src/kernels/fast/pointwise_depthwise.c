@@ -1,97 +1,145 @@
 /* The fused pointwise + depthwise convolution (see pointwise_depthwise.h). */
 #include "kernels/fast/pointwise_depthwise.h"
 
+#include <immintrin.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/fast/conv_depthwise_blocked.h"
-#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
-/* The expanded rows of one band stay in L2 (1 MB on the machines measured) beside the depthwise
- * kernel's interleaved block (96 KB) and the output rows. */
-#define BAND_BYTES (384 * 1024)
-/* The fusion pays where the expanded tensor would not stay in L2 between the kernels. */
+#define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define LANES 16
+/* Pixels one register tile expands: their accumulators and a weight vector stay in registers. */
+#define PIXELS 16
+/* The fusion pays where the expanded tensor would not stay in L2 between the kernels. MobileNetV3-L
+ * with every expand + depthwise pair fused (features.3 to .15, 0.9 MB down to 0.2 MB expanded)
+ * against this gate (features.2 alone), per pair, medians of 3 alternating profiles of 300 runs:
+ * at one thread (one CPU) -4 to +11% on features.3-.13 and +31% on .14-.15 (7x7, 160 -> 960
+ * channels), the model slower (3.94 -> 4.18 ms; an earlier pass 3.52 -> 3.70); at two threads
+ * features.6-.13 14-26% faster, .14-.15 3-4% slower, the model 3.00 -> 2.86 ms in one pass and
+ * 2.79 -> 2.81 in another. (With the GEMM and bands before the fill kernel: 64 x 112 x 112,
+ * 3.2 MB, 0.322 against 0.347 ms at one thread; 72 x 56 x 56 +1 to +5%; 960 x 7 x 7 +38%.) */
 #define EXPANDED_MIN_BYTES (1024 * 1024)
 
 typedef struct pwdw_state {
-    af_pwdw_desc d;          /* weights NULL (packed below); b1, b2 point into `biases` */
-    af_isa isa;
-    af_gemm_packed *w1;      /* W1 as the GEMM's A: C x Cin */
+    af_pwdw_desc d;        /* weights NULL (regrouped below); b2 points into `biases` */
+    float *w1;             /* [channels / 16 rounded up][cin][16], zero past the last channel */
+    float *biases;         /* b1 ([groups * 16], zero past the last channel) then b2 ([channels]) */
     af_dw_blocked dw;
-    float *biases;           /* b1 then b2, zero where the graph has none */
-    af_epilogue epi1, epi2;  /* bias + act1 on the 1x1 conv; act2 after the depthwise conv's bias */
-    int64_t rows, bands;     /* output rows per band, bands per image */
-    int64_t band_in_max;     /* the most input rows a band reads */
-    int n_threads;           /* the thread count the scratch is sized for */
-    size_t e_bytes, gemm_bytes, dw_bytes, thread_bytes; /* each thread's scratch, in that order */
+    af_gemm_fused act1;    /* act1 in registers, as the GEMM's tiles apply it (clamp / HardSwish) */
+    af_epilogue act1_rest; /* act1 where it is not one of those: the tile applier on each row */
+    af_epilogue epi2;      /* act2, after the depthwise conv's bias */
+    int n_threads;         /* the thread count the scratch is sized for */
+    size_t scratch_bytes;  /* the depthwise kernel's blocks, for n_threads */
 } pwdw_state;
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* The input rows [*lo, *hi) that output rows [oy0, oy1) read, clipped to the plane. */
-static void band_input(const af_pwdw_desc *d, int64_t oy0, int64_t oy1, int64_t *lo, int64_t *hi) {
-    const int64_t s = d->geo.stride[0], pt = d->geo.pad_begin[0];
-    *lo = max64(0, oy0 * s - pt);
-    *hi = min64(d->h, (oy1 - 1) * s - pt + d->kh);
-}
-
-/* The 1x1 conv of input rows [lo, hi) of one image into e ([C][hi - lo][W]). */
-static af_status pointwise_rows(const pwdw_state *s, const float *x, int64_t lo, int64_t hi, float *e, void *ws) {
-    const af_pwdw_desc *d = &s->d;
-    af_gemm_desc g = af_gemm_desc_default();
-    g.isa = s->isa;
-    g.M = d->channels;
-    g.N = (hi - lo) * d->w;
-    g.K = d->cin;
-    g.packed_a = s->w1;
-    g.B = x + lo * d->w;
-    g.ldb = d->h * d->w;
-    g.C = e;
-    g.ldc = g.N;
-    g.epilogue = &s->epi1;
-    g.workspace = ws;
-    g.workspace_size = s->gemm_bytes;
-    return af_sgemm(&g, NULL);
-}
-
-typedef struct pwdw_job {
+typedef struct fill_ctx {
     const pwdw_state *s;
-    const float *x;
-    float *y;
-    af_threadpool *pool; /* NULL: tasks run inline, on the workspace's first slice */
-    char *workspace;
-    _Atomic int failed;
-} pwdw_job;
+    const float *x; /* [N, cin, h, w] */
+} fill_ctx;
 
-static void band_task(void *ctx, int task, int thread) {
-    pwdw_job *j = ctx;
-    const pwdw_state *s = j->s;
+/* R consecutive pixels of the plane (they may span rows): the 16 channels of each,
+ * act1(W1 x + b1), summed over the input channels in order from zero, the bias added after, as
+ * the unfused 1x1 conv's GEMM tiles do, so the expanded values are the same bit for bit. Pixel i
+ * goes to dst + off[i]. */
+TARGET static inline __attribute__((always_inline)) void expand(const int R, const pwdw_state *s, const float *xp,
+                                                                int64_t plane, const float *wg, __m512 bias,
+                                                                float *dst, const int32_t *off) {
+    __m512 acc[PIXELS];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < s->d.cin; k++, xp += plane, wg += LANES) {
+        const __m512 wv = _mm512_loadu_ps(wg);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xp[i]), acc[i]);
+    }
+    const af_gemm_fused *f = &s->act1;
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) acc[i] = _mm512_add_ps(acc[i], bias);
+    if (f->clamp && f->lo > -INFINITY)
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) acc[i] = _mm512_max_ps(_mm512_set1_ps(f->lo), acc[i]);
+    if (f->clamp && f->hi < INFINITY)
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) acc[i] = _mm512_min_ps(_mm512_set1_ps(f->hi), acc[i]);
+    if (f->hard_swish)
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            const __m512 g = _mm512_fmadd_ps(acc[i], _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+            acc[i] = _mm512_mul_ps(acc[i], _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), g)));
+        }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) _mm512_storeu_ps(dst + off[i], acc[i]);
+}
+
+typedef void (*expand_fn)(const pwdw_state *, const float *, int64_t, const float *, __m512, float *, const int32_t *);
+#define DEF_EXPAND(R)                                                                              \
+    TARGET static void expand_##R(const pwdw_state *s, const float *xp, int64_t plane, const float *wg, __m512 bias, \
+                                  float *dst, const int32_t *off) {                                \
+        expand(R, s, xp, plane, wg, bias, dst, off);                                               \
+    }
+DEF_EXPAND(1) DEF_EXPAND(2) DEF_EXPAND(3) DEF_EXPAND(4) DEF_EXPAND(5) DEF_EXPAND(6) DEF_EXPAND(7) DEF_EXPAND(8)
+DEF_EXPAND(9) DEF_EXPAND(10) DEF_EXPAND(11) DEF_EXPAND(12) DEF_EXPAND(13) DEF_EXPAND(14) DEF_EXPAND(15) DEF_EXPAND(16)
+static const expand_fn expanders[PIXELS + 1] = {NULL,      expand_1,  expand_2,  expand_3,  expand_4,  expand_5,
+                                                expand_6,  expand_7,  expand_8,  expand_9,  expand_10, expand_11,
+                                                expand_12, expand_13, expand_14, expand_15, expand_16};
+
+/* af_dw_fill_fn: block rows of expanded input rows, made from x's rows of every input channel.
+ * The plane's rows are contiguous in x, so a register tile takes 16 consecutive pixels across
+ * row ends (MobileNetV3's 7x7 layers: two rows a tile, not one short one). The depthwise conv
+ * pads the expanded tensor, so rows and columns outside the plane are zero, not act1(b1). */
+TARGET static void fill_rows(void *ctx, int64_t img, int64_t c0, int64_t nc, int64_t iy0, int64_t rows, int64_t wp,
+                             float *dst) {
+    (void)nc;
+    const fill_ctx *fc = ctx;
+    const pwdw_state *s = fc->s;
     const af_pwdw_desc *d = &s->d;
-    const int64_t img = task / s->bands, band = task % s->bands;
-    const int64_t oy0 = band * s->rows, oy1 = min64(d->oh, oy0 + s->rows);
-    char *scratch = af_threadpool_scratch_or(j->pool, thread, s->thread_bytes,
-                                             j->workspace + (size_t)(j->pool ? thread : 0) * s->thread_bytes);
-    float *e = (float *)scratch;
-    void *gemm_ws = scratch + s->e_bytes, *dw_ws = scratch + s->e_bytes + s->gemm_bytes;
-    int64_t lo, hi;
-    band_input(d, oy0, oy1, &lo, &hi);
-    const float *x = j->x + img * d->cin * d->h * d->w;
-    float *y = j->y + img * d->channels * d->oh * d->ow + oy0 * d->ow;
-    /* The band's rows as a plane of hi - lo rows: its first row is input row lo, so the top pad
-     * shrinks by what lies above it (to 0 inside the plane). */
-    af_conv_geom geo = d->geo;
-    geo.pad_begin[0] = d->geo.pad_begin[0] + lo - oy0 * d->geo.stride[0];
-    af_status st = pointwise_rows(s, x, lo, hi, e, gemm_ws);
-    if (st == AF_OK)
-        st = af_dw_blocked_run_rows(&s->dw, &geo, e, y, d->oh * d->ow, hi - lo, d->w, oy1 - oy0, d->ow,
-                                    s->d.b2, s->epi2.n_steps ? &s->epi2 : NULL, dw_ws, s->dw_bytes);
-    if (st != AF_OK) j->failed = 1;
+    const int64_t w = d->w, left = d->geo.pad_begin[1], j_lo = min64(wp, left > 0 ? left : 0);
+    const int64_t j_hi = min64(wp, left + w), y0 = iy0 < 0 ? 0 : iy0, y1 = min64(d->h, iy0 + rows);
+    for (int64_t i = 0; i < rows; i++) {
+        float *row = dst + i * wp * LANES;
+        const bool inside = iy0 + i >= 0 && iy0 + i < d->h && j_hi > j_lo;
+        const int64_t z0 = inside ? j_lo : wp, z1 = inside ? j_hi : wp; /* columns the expansion writes */
+        for (int64_t j = 0; j < z0; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
+        for (int64_t j = z1; j < wp; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
+    }
+    if (y1 <= y0 || j_hi <= j_lo) return;
+    /* Input columns [j_lo - left, j_hi - left) of rows [y0, y1); a full-width run when they are
+     * all the row's columns. */
+    const int64_t x_lo = j_lo - left, x_n = j_hi - j_lo, plane = d->h * w;
+    const float *xb = fc->x + img * d->cin * plane;
+    const float *wg = s->w1 + c0 * d->cin; /* c0 / 16 groups of cin x 16 */
+    const __m512 bias = _mm512_loadu_ps(s->biases + c0);
+    const bool flat = x_lo == 0 && x_n == w;
+    const int64_t runs = flat ? 1 : y1 - y0, run_len = flat ? (y1 - y0) * w : x_n;
+    int32_t off[PIXELS];
+    for (int64_t r = 0; r < runs; r++) {
+        const int64_t first = (y0 + r) * w + x_lo; /* the run's first pixel in the plane */
+        for (int64_t p0 = 0; p0 < run_len; p0 += PIXELS) {
+            const int n = (int)min64(PIXELS, run_len - p0);
+            int64_t yy = (first + p0) / w, xx = (first + p0) % w;
+            if (xx + n <= w) { /* within one row: consecutive columns */
+                const int32_t o = (int32_t)(((yy - iy0) * wp + xx + left) * LANES);
+                for (int i = 0; i < n; i++) off[i] = o + i * LANES;
+            } else {
+                for (int i = 0; i < n; i++, xx++) {
+                    if (xx == w) xx = 0, yy++;
+                    off[i] = (int32_t)(((yy - iy0) * wp + xx + left) * LANES);
+                }
+            }
+            expanders[n](s, xb + first + p0, plane, wg, bias, dst, off);
+        }
+    }
+    if (s->act1_rest.n_steps)
+        for (int64_t y = y0; y < y1; y++)
+            af_epilogue_apply_avx512(&s->act1_rest, dst + ((y - iy0) * wp + j_lo) * LANES, 0, 1, (int)(x_n * LANES), 0,
+                                     0, 0);
 }
 
 static af_status pwdw_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
@@ -106,47 +154,23 @@ static af_status pwdw_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         y->dims[2] != d->oh || y->dims[3] != d->ow)
         return af_ctx_fail(c, AF_ERR_RUNTIME, "pointwise+depthwise conv: X must be float32 [N, %lld, %lld, %lld]",
                            (long long)d->cin, (long long)d->h, (long long)d->w);
-    if (x->dims[0] * s->bands > 0x7fffffff) return af_ctx_fail(c, AF_ERR_LIMIT, "too many images");
-    /* More threads than the scratch is sized for: the caller alone runs the bands. */
+    /* More threads than the scratch is sized for: the caller alone runs the tasks. */
     if (af_threadpool_n_threads(pool) > s->n_threads) pool = NULL;
-    pwdw_job j = {.s = s, .x = x->data, .y = y->data, .pool = pool, .workspace = workspace};
-    af_threadpool_run_affine(pool, (int)(x->dims[0] * s->bands), band_task, &j);
-    if (j.failed) return af_ctx_fail(c, AF_ERR_RUNTIME, "pointwise+depthwise conv: a band failed");
+    fill_ctx fc = {.s = s, .x = x->data};
+    af_status st = af_dw_blocked_run_fill(&s->dw, &d->geo, fill_rows, &fc, y->data, x->dims[0], d->h, d->w, d->oh,
+                                          d->ow, d->b2, s->epi2.n_steps ? &s->epi2 : NULL, pool, workspace,
+                                          s->scratch_bytes);
+    if (st != AF_OK) return af_ctx_fail(c, st, "pointwise+depthwise conv failed (%s)", af_status_name(st));
     return AF_OK;
 }
 
 static void pwdw_free(void *p) {
     pwdw_state *s = p;
     if (!s) return;
-    af_gemm_packed_free(s->w1);
+    af_free(s->w1);
     af_dw_blocked_release(&s->dw);
     af_free(s->biases);
     af_free(s);
-}
-
-/* Output rows per band: the most whose input rows fit BAND_BYTES, then fewer where that leaves
- * a thread without a band. False when the halo rows would be recomputed past
- * AF_PWDW_MAX_RECOMPUTE (*recompute: the fraction). */
-static bool choose_bands(pwdw_state *s, int n_threads, double *recompute) {
-    const af_pwdw_desc *d = &s->d;
-    const int64_t row_bytes = d->channels * d->w * (int64_t)sizeof(float), sy = d->geo.stride[0];
-    /* The most rows r with ((r - 1) * sy + kh) input rows within BAND_BYTES (in double: no overflow). */
-    const double fit = floor(((double)BAND_BYTES / (double)row_bytes - (double)d->kh) / (double)sy) + 1;
-    const int64_t rows = fit < 1 ? 1 : fit > (double)d->oh ? d->oh : (int64_t)fit;
-    int64_t bands = ceil_div(d->oh, rows);
-    if (bands < n_threads) bands = min64(d->oh, n_threads);
-    s->rows = ceil_div(d->oh, bands);
-    s->bands = ceil_div(d->oh, s->rows);
-    int64_t computed = 0;
-    s->band_in_max = 0;
-    for (int64_t b = 0; b < s->bands; b++) {
-        int64_t lo, hi;
-        band_input(d, b * s->rows, min64(d->oh, (b + 1) * s->rows), &lo, &hi);
-        computed += hi - lo;
-        s->band_in_max = max64(s->band_in_max, hi - lo);
-    }
-    *recompute = (double)computed / (double)d->h - 1.0;
-    return *recompute <= AF_PWDW_MAX_RECOMPUTE;
 }
 
 af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, af_kernel *k, af_error *err) {
@@ -164,71 +188,65 @@ af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, 
         g->dilation[1] != 1 || g->pad_begin[0] >= d->kh || d->channels > (int64_t)1 << 24 ||
         d->cin > (int64_t)1 << 24 || d->h * d->w > INT32_MAX || d->oh * d->ow > INT32_MAX)
         return af_errorf(err, AF_ERR_UNSUPPORTED, "the fused kernel takes undilated 2-D convolutions of static shape");
-    /* Smaller expanded tensors stay in cache between the unfused kernels, and then the bands'
-     * halo rows and shorter GEMMs cost about what the fusion saves, or more. MobileNetV3-L per
-     * step, fused against unfused (profiles of 300-400 runs): 64 x 112 x 112 (3.2 MB) 0.322
-     * against 0.347 ms at one thread, 0.207 against 0.309 and 0.180 against 0.201 at two (a slow
-     * and a quiet hour); its two 72 x 56 x 56 (0.9 MB) pairs +1 to +5% at one thread, -9 to -11%
-     * at two in the slow hour and +19 to +25% in the quiet one; 240 x 28 x 28 (0.75 MB) +12% and
-     * +7%; 960 x 7 x 7 (a short GEMM in place of the implicit kernel) +38% at one thread. */
     const double expanded = (double)d->channels * (double)d->h * (double)d->w * sizeof(float);
     if (expanded <= EXPANDED_MIN_BYTES)
         return af_errorf(err, AF_ERR_UNSUPPORTED,
                          "the expanded tensor (%.0f KiB) is at most %d KiB: unfused it stays in cache, and the "
-                         "fused bands would cost about what they save",
+                         "fused kernel would cost about what it saves",
                          expanded / 1024, EXPANDED_MIN_BYTES / 1024);
     if (isa != AF_ISA_AVX512)
         return af_errorf(err, AF_ERR_UNSUPPORTED, "the fused kernel needs AVX-512 (the channel-blocked depthwise conv)");
     pwdw_state *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing a pointwise+depthwise kernel");
     s->d = *d;
-    s->isa = isa;
     s->n_threads = n_threads;
-    double recompute;
-    if (!choose_bands(s, n_threads, &recompute)) {
+    af_status st = af_dw_blocked_prepare(d->w2, d->channels, d->kh, d->kw, &s->dw);
+    if (st != AF_OK) {
         af_free(s);
-        return af_errorf(err, AF_ERR_UNSUPPORTED,
-                         "bands of %lld output rows would compute %.0f%% of the 1x1 conv twice (more than %.0f%%)",
-                         (long long)s->rows, recompute * 100, AF_PWDW_MAX_RECOMPUTE * 100);
+        return af_errorf(err, st, "cannot prepare a pointwise+depthwise kernel (%s)", af_status_name(st));
     }
-    af_status st = AF_OK;
-    if (!(s->biases = af_calloc((size_t)(2 * d->channels), sizeof *s->biases))) st = AF_ERR_OUT_OF_MEMORY;
+    /* Each depthwise chunk expands the input rows it reads, its halo rows too. */
+    const double recompute = af_dw_blocked_fill_factor(&s->dw, g, d->h, d->oh, d->ow, n_threads) - 1.0;
+    if (recompute > AF_PWDW_MAX_RECOMPUTE) {
+        pwdw_free(s);
+        return af_errorf(err, AF_ERR_UNSUPPORTED, "the depthwise conv's chunks would compute %.0f%% of the 1x1 conv "
+                         "twice (more than %.0f%%)", recompute * 100, AF_PWDW_MAX_RECOMPUTE * 100);
+    }
+    const int64_t groups = ceil_div(d->channels, LANES);
+    s->w1 = af_calloc((size_t)(groups * LANES * d->cin), sizeof *s->w1);
+    s->biases = af_calloc((size_t)(groups * LANES + d->channels), sizeof *s->biases);
+    if (!s->w1 || !s->biases) st = AF_ERR_OUT_OF_MEMORY;
     if (st == AF_OK) {
+        for (int64_t ch = 0; ch < d->channels; ch++)
+            for (int64_t k = 0; k < d->cin; k++)
+                s->w1[(ch / LANES * d->cin + k) * LANES + ch % LANES] = d->w1[ch * d->cin + k];
         if (d->b1) memcpy(s->biases, d->b1, (size_t)d->channels * sizeof *s->biases);
-        if (d->b2) memcpy(s->biases + d->channels, d->b2, (size_t)d->channels * sizeof *s->biases);
+        if (d->b2) memcpy(s->biases + groups * LANES, d->b2, (size_t)d->channels * sizeof *s->biases);
         s->d.w1 = s->d.w2 = NULL;
         s->d.b1 = s->biases;
-        s->d.b2 = s->biases + d->channels;
-        af_epilogue_init(&s->epi1);
+        s->d.b2 = s->biases + groups * LANES;
+        /* act1 as the 1x1 conv's GEMM tile would apply it: in registers where it can, else after. */
+        af_epilogue act1;
+        af_epilogue_init(&act1);
+        af_epilogue_init(&s->act1_rest);
         af_epilogue_init(&s->epi2);
-        st = af_epilogue_vec(&s->epi1, AF_EPI_BIAS_ROW, s->d.b1, NULL);
-    }
-    if (st == AF_OK && d->has_act1) st = af_epilogue_push(&s->epi1, &d->act1);
-    if (st == AF_OK && d->has_act2) st = af_epilogue_push(&s->epi2, &d->act2);
-    if (st == AF_OK) st = af_gemm_pack_a(isa, 1, d->channels, d->cin, d->w1, d->cin, false, 0, &s->w1);
-    if (st == AF_OK) st = af_dw_blocked_prepare(d->w2, d->channels, d->kh, d->kw, &s->dw);
-    if (st == AF_OK) {
-        af_gemm_desc gd = af_gemm_desc_default();
-        gd.isa = isa;
-        gd.M = d->channels;
-        gd.N = s->band_in_max * d->w;
-        gd.K = d->cin;
-        gd.packed_a = s->w1;
-        gd.ldb = d->h * d->w;
-        gd.ldc = gd.N;
-        s->e_bytes = round64((size_t)(d->channels * s->band_in_max * d->w) * sizeof(float));
-        s->gemm_bytes = round64(af_sgemm_workspace_size(&gd, 1));
-        s->dw_bytes = round64(af_dw_blocked_scratch_bytes(&s->dw, &d->geo, d->ow, 1));
-        s->thread_bytes = s->e_bytes + s->gemm_bytes + s->dw_bytes;
+        if (d->has_act1) st = af_epilogue_push(&act1, &d->act1);
+        const int n_in_registers = st == AF_OK ? af_gemm_compile_fused(&act1, 0, &s->act1) : 0;
+        if (st == AF_OK && n_in_registers < act1.n_steps) {
+            s->act1 = (af_gemm_fused){.lo = -INFINITY, .hi = INFINITY};
+            s->act1_rest = act1;
+        }
+        if (st == AF_OK && d->has_act2) st = af_epilogue_push(&s->epi2, &d->act2);
+        s->scratch_bytes = af_dw_blocked_fill_scratch_bytes(&s->dw, g, d->ow, n_threads);
     }
     if (st != AF_OK) {
         pwdw_free(s);
         return af_errorf(err, st, "cannot prepare a pointwise+depthwise kernel (%s)", af_status_name(st));
     }
     *k = (af_kernel){.name = "f32_pointwise_depthwise__avx512", .state = s, .run = pwdw_run, .free_state = pwdw_free,
-                     .workspace_bytes = (size_t)n_threads * s->thread_bytes,
-                     .weight_bytes = af_gemm_packed_bytes(s->w1) +
-                                     (size_t)(ceil_div(d->channels, 16) * 16 * d->kh * d->kw) * sizeof(float) +
-                                     (size_t)(2 * d->channels) * sizeof(float)};
+                     .workspace_bytes = s->scratch_bytes,
+                     .weight_bytes = (size_t)(groups * LANES * d->cin) * sizeof(float) +
+                                     (size_t)(groups * LANES * d->kh * d->kw) * sizeof(float) +
+                                     (size_t)(groups * LANES + d->channels) * sizeof(float)};
     return AF_OK;
 }

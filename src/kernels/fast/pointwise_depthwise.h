@@ -3,10 +3,11 @@
  * EfficientNet): y = act2(dwconv(act1(W1 . x + b1)) + b2), where the 1x1 conv expands Cin to C
  * channels and the depthwise conv runs on those C channels. Unfused, the expanded tensor (C planes
  * at the input's resolution: 3.2 MB at MobileNetV3-L's 112x112 block) is written out by one
- * kernel and read back by the next. Here each task takes a band of output rows, runs the 1x1 conv
- * on just the input rows that band reads (its halo rows are computed by both neighbouring bands)
- * into the thread's scratch, and the depthwise conv from there while it is in L2. Every output
- * element is summed in the unfused kernels' order, so the result is the same bit for bit.
+ * kernel and read back, transposed into 16-channel blocks, by the next. Here the channel-blocked
+ * depthwise kernel (conv_depthwise_blocked.h) has its blocks filled by the 1x1 conv itself: each
+ * block row is 16 expanded channels of an input row, computed from x straight into the block (a
+ * chunk's halo rows are computed by both chunks that read them). Every expanded element is summed
+ * in the unfused 1x1 conv's order, so the result is the same bit for bit.
  *
  * AVX-512 only (the channel-blocked depthwise kernel); static shapes.
  *
@@ -31,14 +32,14 @@ typedef struct af_pwdw_desc {
     af_epi_step act1, act2; /* activations without vectors (af_sched_activation_step) */
 } af_pwdw_desc;
 
-/* The most of the 1x1 conv a band layout may compute twice (its halo rows), as a fraction. The one
- * pair measured to pay (MobileNetV3-L's 64 x 112 x 112, 0.322 against 0.347 ms at one thread)
- * recomputes 8%; the bound allows that and a little more, not measured finer. */
+/* The most of the 1x1 conv the depthwise kernel's chunks may compute twice (their halo rows), as a
+ * fraction. MobileNetV3-L's 64 x 112 x 112 (3x3, stride 2) recomputes 1.8%, the unit tests' cases
+ * 1.2-3.1% (af_dw_blocked_fill_factor); the bound is not measured finer. */
 #define AF_PWDW_MAX_RECOMPUTE 0.12
 
-/* Packs the weights and picks the bands for n_threads (the session's). AF_ERR_UNSUPPORTED, with
- * the reason in err, where the fused kernel does not apply (not AVX-512, a dilated or unusual
- * geometry, or bands that would recompute more than AF_PWDW_MAX_RECOMPUTE). */
+/* Regroups the weights, for n_threads (the session's). AF_ERR_UNSUPPORTED, with the reason in err,
+ * where the fused kernel does not apply (not AVX-512, a dilated or unusual geometry, an expanded
+ * tensor of 1 MiB or less, or chunks that would recompute more than AF_PWDW_MAX_RECOMPUTE). */
 af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, af_kernel *k, af_error *err);
 
 #endif
