@@ -18,9 +18,9 @@
  * with every expand + depthwise pair fused (features.3 to .15, 0.9 MB down to 0.2 MB expanded)
  * against this gate (features.2 alone), per pair, medians of 3 alternating profiles of 300 runs:
  * at one thread (one CPU) -4 to +11% on features.3-.13 and +31% on .14-.15 (7x7, 160 -> 960
- * channels), the model slower (3.94 -> 4.18 ms; an earlier pass 3.52 -> 3.70); at two threads
- * features.6-.13 14-26% faster, .14-.15 3-4% slower, the model 3.00 -> 2.86 ms in one pass and
- * 2.79 -> 2.81 in another. (With the GEMM and bands before the fill kernel: 64 x 112 x 112,
+ * channels), the model 3.94 -> 4.18 ms; at two threads features.6-.13 14-26% faster, .14-.15
+ * 3-4% slower, the model 3.00 -> 2.86 ms, within what the host's swings allow (bench/RESULTS.md,
+ * session 21). (With the GEMM and bands before the fill kernel: 64 x 112 x 112,
  * 3.2 MB, 0.322 against 0.347 ms at one thread; 72 x 56 x 56 +1 to +5%; 960 x 7 x 7 +38%.) */
 #define EXPANDED_MIN_BYTES (1024 * 1024)
 
