@@ -35,7 +35,7 @@ TARGET static void gelu_erf_tile(float *c, int64_t ldc, int rows, int cols) {
         float *r0 = c + i * ldc, *r1 = r0 + ldc;
         const bool two = i + 1 < rows;
         for (int j = 0; j < cols; j += 32) {
-            const int n0 = cols - j < 16 ? cols - j : 16, n1 = cols - j - 16 < 0 ? 0 : cols - j - 16 < 16 ? cols - j - 16 : 16;
+            const int left = cols - j, n0 = left < 16 ? left : 16, n1 = left <= 16 ? 0 : left < 32 ? left - 16 : 16;
             const __mmask16 m0 = (__mmask16)((1u << n0) - 1), m1 = (__mmask16)((1u << n1) - 1);
             const __mmask16 m2 = two ? m0 : 0, m3 = two ? m1 : 0;
             __m512 a = _mm512_maskz_loadu_ps(m0, r0 + j), b = _mm512_maskz_loadu_ps(m1, r0 + j + 16);
