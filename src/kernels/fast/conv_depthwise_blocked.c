@@ -1,8 +1,10 @@
 /* Channel-blocked depthwise convolution on AVX-512 (see conv_depthwise_blocked.h). */
 #include "kernels/fast/conv_depthwise_blocked.h"
 
+#include <math.h>
 #include <string.h>
 
+#include "kernels/gemm/fused_act_avx512.h"
 #include "kernels/gemm/gemm_internal.h"
 #include "kernels/transpose_avx512.h"
 #include "util/alloc.h"
@@ -56,11 +58,15 @@ static int64_t chunk_rows(const af_dw_blocked *b, const af_conv_geom *geo, int64
     return rows;
 }
 
+/* Floats of one thread's block: the input rows of a chunk, padded columns of 16 lanes each. */
+static int64_t block_floats(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int64_t block_bytes) {
+    return rows_in(b, geo, chunk_rows(b, geo, ow, block_bytes)) * block_width(b, geo, ow) * LANES;
+}
+
 static size_t scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads,
                             int64_t block_bytes) {
     if (ow <= 0) return 0;
-    const int64_t floats = rows_in(b, geo, chunk_rows(b, geo, ow, block_bytes)) * block_width(b, geo, ow) * LANES;
-    return (size_t)floats * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
+    return (size_t)block_floats(b, geo, ow, block_bytes) * sizeof(float) * (size_t)(n_threads > 0 ? n_threads : 1);
 }
 
 size_t af_dw_blocked_fill_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads) {
@@ -84,8 +90,7 @@ typedef struct blocked_run {
     const af_epilogue *epi; /* what runs after the store; NULL: nothing */
     af_epilogue_tile_fn apply;
     /* A lone activation step runs on the accumulators instead: clamp to [lo, hi], or HardSwish. */
-    bool clamp, hard_swish;
-    float lo, hi;
+    af_gemm_fused act;
     int variant; /* the pixel kernel (see variant()) */
 } blocked_run;
 
@@ -116,18 +121,7 @@ TARGET static void interleave_row(const blocked_run *r, const float *x0, int64_t
 TARGET static inline __attribute__((always_inline)) void store_tile(const int R, const blocked_run *r,
                                                                     __m512 acc[LANES],
                                                                     int64_t ox0, float *yrow, int64_t nc) {
-    if (r->clamp) {
-        const __m512 lo = _mm512_set1_ps(r->lo), hi = _mm512_set1_ps(r->hi);
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) acc[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, acc[i]));
-    } else if (r->hard_swish) { /* as the epilogue applier computes it */
-        const __m512 sixth = _mm512_set1_ps(1.0f / 6.0f), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            const __m512 gate = _mm512_fmadd_ps(acc[i], sixth, half);
-            acc[i] = _mm512_mul_ps(acc[i], _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(one, gate)));
-        }
-    }
+    af_fused_act_avx512(&r->act, acc, R);
 #pragma GCC unroll 16
     for (int i = R; i < LANES; i++) acc[i] = _mm512_setzero_ps();
     __m512 out[LANES];
@@ -257,17 +251,18 @@ static af_status run_blocked(const af_dw_blocked *b, const af_conv_geom *geo, co
     blocked_run r = {.b = b, .geo = geo, .x = x, .fill = fill, .fill_ctx = fill_ctx, .bias = bias, .y = y,
                      .scratch = scratch, .pool = pool, .h = h, .w = w, .oh = oh, .ow = ow, .y_plane = y_plane,
                      .wp = block_width(b, geo, ow), .groups = ceil_div(b->channels, LANES),
-                     .epi = epi && epi->n_steps ? epi : NULL, .apply = af_epilogue_tile_fn_for(AF_ISA_AVX512)};
+                     .epi = epi && epi->n_steps ? epi : NULL, .apply = af_epilogue_tile_fn_for(AF_ISA_AVX512),
+                     .act = {.lo = -INFINITY, .hi = INFINITY}};
     /* The GEMM's reading of an epilogue into in-register steps; only the activations apply here
      * (the accumulators hold 16 channels of one pixel, not a tile of C). */
     af_gemm_fused f;
     if (r.epi && af_gemm_compile_fused(r.epi, 0, &f) == r.epi->n_steps && !f.row_scale && !f.row_shift &&
         !f.col_shift && !f.residual) {
-        r.clamp = f.clamp, r.hard_swish = f.hard_swish, r.lo = f.lo, r.hi = f.hi;
+        r.act = f;
         r.epi = NULL;
     }
     r.variant = variant(b, geo);
-    r.block_floats = rows_in(b, geo, chunk_rows(b, geo, ow, block_bytes)) * r.wp * LANES;
+    r.block_floats = block_floats(b, geo, ow, block_bytes);
     r.rows = task_rows(b, geo, n, oh, ow, n_threads, block_bytes);
     r.chunks = ceil_div(oh, r.rows);
     const int64_t tasks = n * r.groups * r.chunks;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/fast/conv_depthwise_blocked.h"
+#include "kernels/gemm/fused_act_avx512.h"
 #include "kernels/gemm/gemm_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -59,21 +60,9 @@ TARGET static inline __attribute__((always_inline)) void expand(const int R, con
 #pragma GCC unroll 16
         for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xp[i]), acc[i]);
     }
-    const af_gemm_fused *f = &s->act1;
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) acc[i] = _mm512_add_ps(acc[i], bias);
-    if (f->clamp && f->lo > -INFINITY)
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) acc[i] = _mm512_max_ps(_mm512_set1_ps(f->lo), acc[i]);
-    if (f->clamp && f->hi < INFINITY)
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) acc[i] = _mm512_min_ps(_mm512_set1_ps(f->hi), acc[i]);
-    if (f->hard_swish)
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            const __m512 g = _mm512_fmadd_ps(acc[i], _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
-            acc[i] = _mm512_mul_ps(acc[i], _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), g)));
-        }
+    af_fused_act_avx512(&s->act1, acc, R);
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) _mm512_storeu_ps(dst + off[i], acc[i]);
 }
@@ -115,7 +104,7 @@ TARGET static void fill_rows(void *ctx, int64_t img, int64_t c0, int64_t nc, int
     const int64_t x_lo = j_lo - left, x_n = j_hi - j_lo, plane = d->h * w;
     const float *xb = fc->x + img * d->cin * plane;
     const float *wg = s->w1 + c0 * d->cin; /* c0 / 16 groups of cin x 16 */
-    const __m512 bias = _mm512_loadu_ps(s->biases + c0);
+    const __m512 bias = _mm512_loadu_ps(d->b1 + c0);
     const bool flat = x_lo == 0 && x_n == w;
     const int64_t runs = flat ? 1 : y1 - y0, run_len = flat ? (y1 - y0) * w : x_n;
     int32_t off[PIXELS];
