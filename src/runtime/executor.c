@@ -217,6 +217,16 @@ static af_status run_fused(af_exec *e, const af_step *s, af_error *err) {
     return s->kernel.run(&s->kernel, &c, epi.n_steps ? &epi : NULL, e->pool, e->workspace);
 }
 
+/* The pool's threads' idle time in a step of `ms` wall time (see af_pool_times): the workers'
+ * time outside its jobs' tasks, and the caller's waits in them. */
+static double idle_ms(const af_exec *e, const af_pool_times *before, double ms) {
+    const int T = af_threadpool_n_threads(e->pool);
+    const double wait = (double)(e->pool_times->caller_wait_ns - before->caller_wait_ns) * 1e-6;
+    const double busy = (double)(e->pool_times->workers_busy_ns - before->workers_busy_ns) * 1e-6;
+    const double idle = ms * (T - 1) + wait - busy;
+    return idle > 0 ? idle : 0;
+}
+
 af_status af_exec_run(af_exec *e, af_error *err) {
     const af_graph *g = e->g;
     for (int v = 0; v < g->n_values; v++) {
@@ -230,10 +240,15 @@ af_status af_exec_run(af_exec *e, af_error *err) {
         const af_step *s = e->plan ? &e->plan->steps[i] : NULL;
         af_status st;
         double t0 = e->step_ms ? af_now_ms() : 0;
+        const af_pool_times pt0 = e->pool_times ? *e->pool_times : (af_pool_times){0, 0};
         if (!s) st = run_single(e, &g->nodes[i], NULL, err);
         else if (s->output < 0) st = run_single(e, &g->nodes[s->anchor], &s->kernel, err);
         else st = run_fused(e, s, err);
-        if (e->step_ms) e->step_ms[i] += af_now_ms() - t0;
+        if (e->step_ms) {
+            const double ms = af_now_ms() - t0;
+            e->step_ms[i] += ms;
+            if (e->step_idle_ms && e->pool_times) e->step_idle_ms[i] += idle_ms(e, &pt0, ms);
+        }
         if (st != AF_OK) return st;
         if (!s || !e->lifetimes) continue;
         /* Free heap values whose last reader just ran. */

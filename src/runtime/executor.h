@@ -20,6 +20,7 @@
 #include "ir/graph.h"
 #include "runtime/memory_plan.h"
 #include "runtime/plan.h"
+#include "util/threadpool.h"
 #include "runtime/subplans.h"
 
 typedef struct af_exec {
@@ -39,6 +40,9 @@ typedef struct af_exec {
     const af_node *running;     /* the node whose kernel is running (If/Loop call back into us) */
     int64_t loop_iterations;    /* bodies the running Loop node has run */
     double *step_ms;            /* per plan step: wall time added each run (profiling), or NULL */
+    double *step_idle_ms;       /* per plan step, with step_ms: the pool's threads' idle time, or NULL */
+    const af_pool_times *pool_times; /* the sink this thread's pool jobs add to (set by the caller
+                                        with af_threadpool_time_into), for step_idle_ms */
     size_t *observed;           /* per value, or NULL: the most bytes each dynamic arena candidate
                                    took this run (runtime/elastic_arena.h) */
     bool *outgrown;             /* set when such a value found no slot in memory's plan */

@@ -15,6 +15,7 @@ static void plan_state_free(af_plan_state *ps) {
     af_free_aligned(ps->arena);
     af_free_aligned(ps->workspace);
     af_free(ps->profile_ms);
+    af_free(ps->profile_idle_ms);
     af_free(ps);
 }
 
@@ -70,7 +71,9 @@ static af_status build_buffers(const af_plan_request *rq, af_plan_state *ps, uin
     if (scratch && !(ps->workspace = af_malloc_aligned(scratch)))
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory: kernels need %zu bytes of scratch", scratch);
     /* Allocated up front so that turning profiling on, or a swap while it is on, never allocates. */
-    if (!(ps->profile_ms = af_calloc((size_t)(ps->plan.n_steps ? ps->plan.n_steps : 1), sizeof *ps->profile_ms)))
+    const size_t profile_len = (size_t)(ps->plan.n_steps ? ps->plan.n_steps : 1);
+    if (!(ps->profile_ms = af_calloc(profile_len, sizeof *ps->profile_ms)) ||
+        !(ps->profile_idle_ms = af_calloc(profile_len, sizeof *ps->profile_idle_ms)))
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory for the profile");
     return AF_OK;
 }

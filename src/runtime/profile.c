@@ -7,7 +7,7 @@
 
 typedef struct {
     char key[80];
-    double ms;
+    double ms, idle_ms;
     double flops; /* of its contractions, per run */
     int steps;
 } profile_row;
@@ -51,15 +51,21 @@ static void write_rate(FILE *out, double flops, double ms) {
     else fprintf(out, " %8s", "-");
 }
 
+/* The share of n_threads threads' time over ms of wall time that idle_ms was, as a column. */
+static void write_idle(FILE *out, double idle_ms, double ms, int n_threads) {
+    if (n_threads > 1 && ms > 0) fprintf(out, " %5.1f%%", 100 * idle_ms / (ms * n_threads));
+    else fprintf(out, " %6s", "-");
+}
+
 static void kernel_key(const af_graph *g, const af_step *s, char *key, size_t n) {
     (void)g;
     snprintf(key, n, "%s", kernel_name(s));
 }
 
 /* One line per distinct key (a kind of step, or a kernel), largest total first. */
-static void write_groups(const af_graph *g, const af_exec_plan *plan, const double *step_ms, int runs, double total,
-                         const char *what, void (*key_of)(const af_graph *, const af_step *, char *, size_t),
-                         FILE *out) {
+static void write_groups(const af_graph *g, const af_exec_plan *plan, const double *step_ms, const double *step_idle_ms,
+                         int n_threads, int runs, double total, const char *what,
+                         void (*key_of)(const af_graph *, const af_step *, char *, size_t), FILE *out) {
     profile_row *rows = af_calloc((size_t)(plan->n_steps ? plan->n_steps : 1), sizeof *rows);
     if (!rows) return;
     int n_rows = 0;
@@ -70,41 +76,49 @@ static void write_groups(const af_graph *g, const af_exec_plan *plan, const doub
         while (r < n_rows && strcmp(rows[r].key, key) != 0) r++;
         if (r == n_rows) snprintf(rows[n_rows++].key, sizeof rows[r].key, "%s", key);
         rows[r].ms += step_ms[i] / runs;
+        rows[r].idle_ms += step_idle_ms[i] / runs;
         rows[r].flops += step_flops(g, &plan->steps[i]);
         rows[r].steps++;
     }
     qsort(rows, (size_t)n_rows, sizeof *rows, by_time_desc);
-    fprintf(out, "by %s:\n%9s %6s %8s %6s  %s\n", what, "ms/run", "%", "GFLOP/s", "steps", what);
+    fprintf(out, "by %s:\n%9s %6s %8s %6s %6s  %s\n", what, "ms/run", "%", "GFLOP/s", "idle", "steps", what);
     for (int r = 0; r < n_rows; r++) {
         fprintf(out, "%9.4f %5.1f%%", rows[r].ms, total > 0 ? 100 * rows[r].ms / total : 0);
         write_rate(out, rows[r].flops, rows[r].ms);
+        write_idle(out, rows[r].idle_ms, rows[r].ms, n_threads);
         fprintf(out, " %6d  %s\n", rows[r].steps, rows[r].key);
     }
     af_free(rows);
 }
 
-void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double *step_ms, int runs, FILE *out) {
-    double total = 0;
-    for (int i = 0; i < plan->n_steps; i++) total += step_ms[i];
+void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double *step_ms, const double *step_idle_ms,
+                      int n_threads, int runs, FILE *out) {
+    double total = 0, idle = 0;
+    for (int i = 0; i < plan->n_steps; i++) total += step_ms[i], idle += step_idle_ms[i];
     total /= runs;
+    idle /= runs;
     double flops = 0;
     for (int i = 0; i < plan->n_steps; i++) flops += step_flops(g, &plan->steps[i]);
     fprintf(out, "profile over %d runs: %.3f ms per run in %d steps\n", runs, total, plan->n_steps);
     if (flops > 0)
         fprintf(out, "contractions: %.4g GFLOP per run (direct form), %.1f GFLOP/s over the whole run\n", flops / 1e9,
                 total > 0 ? flops / (total * 1e6) : 0);
-    fprintf(out, "%5s %9s %6s %8s  %s\n", "step", "ms/run", "%", "GFLOP/s", "ops");
+    if (n_threads > 1)
+        fprintf(out, "threads: %d, idle %.1f%% of their time (waiting in a step for the other threads' tasks, or for its serial work)\n",
+                n_threads, total > 0 ? 100 * idle / (total * n_threads) : 0);
+    fprintf(out, "%5s %9s %6s %8s %6s  %s\n", "step", "ms/run", "%", "GFLOP/s", "idle", "ops");
     for (int i = 0; i < plan->n_steps; i++) {
         const af_step *s = &plan->steps[i];
         double ms = step_ms[i] / runs;
         fprintf(out, "%5d %9.4f %5.1f%%", i, ms, total > 0 ? 100 * ms / total : 0);
         write_rate(out, step_flops(g, s), ms);
+        write_idle(out, step_idle_ms[i] / runs, ms, n_threads);
         fprintf(out, "  ");
         int shown = s->n_nodes < 6 ? s->n_nodes : 6;
         for (int k = 0; k < shown; k++) fprintf(out, "%s%s", k ? "+" : "", g->nodes[s->nodes[k]].op_type);
         if (shown < s->n_nodes) fprintf(out, "+...(%d ops)", s->n_nodes);
         fprintf(out, " '%s' [%s]\n", step_node(g, s)->name, kernel_name(s));
     }
-    write_groups(g, plan, step_ms, runs, total, "kind", step_key, out);
-    write_groups(g, plan, step_ms, runs, total, "kernel", kernel_key, out);
+    write_groups(g, plan, step_ms, step_idle_ms, n_threads, runs, total, "kind", step_key, out);
+    write_groups(g, plan, step_ms, step_idle_ms, n_threads, runs, total, "kernel", kernel_key, out);
 }

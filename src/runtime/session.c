@@ -253,8 +253,16 @@ static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const ch
         e.env[v].nbytes = (size_t)af_tensor_numel(&inputs[i]) * af_dtype_size(inputs[i].dtype);
     }
     e.step_ms = atomic_load(&s->profiling) ? ps->profile_ms : NULL;
+    af_pool_times pool_times = {0, 0};
+    if (e.step_ms) {
+        e.step_idle_ms = ps->profile_idle_ms;
+        e.pool_times = &pool_times;
+        af_threadpool_time_into(&pool_times);
+    }
     e.spare_outputs = s->outputs; /* the last run's output buffers, reused where they fit */
-    if ((st = af_exec_run(&e, err)) != AF_OK) goto done;
+    st = af_exec_run(&e, err);
+    if (e.step_ms) af_threadpool_time_into(NULL);
+    if (st != AF_OK) goto done;
     if (e.step_ms) ps->profile_runs++;
     if (elastic) (void)af_elastic_arena_update(&s->elastic, g, ps, NULL);
     atomic_store(&s->elastic_bytes, s->elastic.arena ? s->elastic.memory.arena_bytes : 0);
@@ -387,7 +395,9 @@ af_status af_session_set_profiling(af_session *s, int on, af_error *err) {
         return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_session_set_profiling: the session is running");
     if (on) {
         af_plan_state *ps = af_plan_slot_acquire(s->slot);
-        memset(ps->profile_ms, 0, (size_t)(ps->plan.n_steps ? ps->plan.n_steps : 1) * sizeof *ps->profile_ms);
+        const size_t n = (size_t)(ps->plan.n_steps ? ps->plan.n_steps : 1);
+        memset(ps->profile_ms, 0, n * sizeof *ps->profile_ms);
+        memset(ps->profile_idle_ms, 0, n * sizeof *ps->profile_idle_ms);
         ps->profile_runs = 0;
         af_plan_state_release(ps);
     }
@@ -402,6 +412,7 @@ void af_session_profile_write(const af_session *s, FILE *out) {
     if (!atomic_load(&s->profiling) || !ps->profile_runs)
         fprintf(out, "no profile: turn profiling on and run first\n");
     else
-        af_profile_write(s->model->graph, &ps->plan, ps->profile_ms, ps->profile_runs, out);
+        af_profile_write(s->model->graph, &ps->plan, ps->profile_ms, ps->profile_idle_ms,
+                         af_threadpool_n_threads(s->pool), ps->profile_runs, out);
     af_plan_state_release(ps);
 }

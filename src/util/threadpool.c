@@ -44,6 +44,12 @@ typedef struct thread_scratch {
     _Atomic size_t bytes; /* read by af_threadpool_scratch_bytes from any thread */
 } thread_scratch;
 
+/* When a worker's run of a job began and ended (its tasks, claims included), on a line of its own;
+ * written only in a timed job (see af_threadpool_time_into), join 0 where it ran no task. */
+typedef struct thread_times {
+    alignas(64) _Atomic uint64_t join, done;
+} thread_times;
+
 /* The pool and thread index whose tasks the calling OS thread is running in a run of its own
  * (pool NULL otherwise, and while it runs tasks inline): who may use which thread's scratch. */
 typedef struct running_as {
@@ -51,6 +57,9 @@ typedef struct running_as {
     int thread;
 } running_as;
 static _Thread_local running_as current;
+
+/* Where the calling thread's timed jobs add up their times (NULL: untimed). */
+static _Thread_local af_pool_times *times_sink;
 
 struct af_threadpool {
     int n_threads;
@@ -70,6 +79,8 @@ struct af_threadpool {
     int n_tasks;
     range_word *ranges; /* n_threads, one cache line each */
     thread_scratch *scratch; /* n_threads */
+    thread_times *times;     /* n_threads */
+    bool timed;              /* this job records its threads' times */
 
     pthread_mutex_t mutex;
     pthread_cond_t wake;
@@ -115,24 +126,27 @@ static int claim(range_word *r, int grain, bool from_back, int *first) {
 
 /* Runs tasks of the current job until none is left: this thread's share first, a few at a time
  * (with one claim per task, kernels of many small tasks, a depthwise conv's 960 planes of 7x7,
- * spent as long on the counters as on the work), then what the other threads have not started. */
-static void run_tasks(af_threadpool *pool, int thread) {
+ * spent as long on the counters as on the work), then what the other threads have not started.
+ * Returns how many it ran. */
+static int run_tasks(af_threadpool *pool, int thread) {
     const running_as outer = current; /* the caller's, when it runs a task of another pool */
     current = (running_as){pool, thread};
     const int n = pool->n_tasks, T = pool->n_threads;
     const af_task_fn fn = pool->fn;
     void *const ctx = pool->ctx;
-    int grain = n / (8 * T);
+    int grain = n / (8 * T), ran = 0;
     if (grain < 1) grain = 1;
     for (int k = 0; k < T; k++) {
         const int owner = (thread + k) % T;
         int first, got;
         while ((got = claim(&pool->ranges[owner], grain, k > 0, &first)) > 0) {
             for (int task = first; task < first + got; task++) fn(ctx, task, thread);
+            ran += got;
             atomic_fetch_add_explicit(&pool->tasks_done, got, memory_order_release);
         }
     }
     current = outer;
+    return ran;
 }
 
 /* Waits until the generation differs from `seen` (or shutdown); returns the new job word. */
@@ -176,7 +190,13 @@ static void *worker_main(void *p) {
         while (!(w & JOB_CLOSED) && (uint32_t)(w >> 32) == seen) {
             if (atomic_compare_exchange_weak_explicit(&pool->job_word, &w, w + 1, memory_order_acq_rel,
                                                       memory_order_acquire)) {
-                run_tasks(pool, arg.thread);
+                /* timed is the job's: read while inside it, before it can be rewritten. */
+                const bool timed = pool->timed;
+                const uint64_t join = timed ? now_ns() : 0;
+                if (run_tasks(pool, arg.thread) > 0 && timed) {
+                    atomic_store_explicit(&pool->times[arg.thread].join, join, memory_order_relaxed);
+                    atomic_store_explicit(&pool->times[arg.thread].done, now_ns(), memory_order_relaxed);
+                }
                 atomic_fetch_sub_explicit(&pool->job_word, 1, memory_order_release);
                 break;
             }
@@ -195,12 +215,15 @@ af_status af_threadpool_create(int n_threads, af_threadpool **out) {
     pool->n_threads = n_threads;
     pool->ranges = af_malloc_aligned((size_t)n_threads * sizeof *pool->ranges);
     pool->scratch = af_malloc_aligned((size_t)n_threads * sizeof *pool->scratch);
-    if (!pool->ranges || !pool->scratch) {
+    pool->times = af_malloc_aligned((size_t)n_threads * sizeof *pool->times);
+    if (!pool->ranges || !pool->scratch || !pool->times) {
         af_free_aligned(pool->ranges);
         af_free_aligned(pool->scratch);
+        af_free_aligned(pool->times);
         af_free_aligned(pool);
         return AF_ERR_OUT_OF_MEMORY;
     }
+    memset(pool->times, 0, (size_t)n_threads * sizeof *pool->times);
     memset(pool->scratch, 0, (size_t)n_threads * sizeof *pool->scratch);
     for (int t = 0; t < n_threads; t++) atomic_init(&pool->ranges[t].w, 0);
     atomic_init(&pool->job_word, 0);
@@ -210,6 +233,7 @@ af_status af_threadpool_create(int n_threads, af_threadpool **out) {
     if (pthread_mutex_init(&pool->mutex, NULL) != 0) {
         af_free_aligned(pool->ranges);
         af_free_aligned(pool->scratch);
+        af_free_aligned(pool->times);
         af_free_aligned(pool);
         return AF_ERR_RUNTIME;
     }
@@ -217,6 +241,7 @@ af_status af_threadpool_create(int n_threads, af_threadpool **out) {
         pthread_mutex_destroy(&pool->mutex);
         af_free_aligned(pool->ranges);
         af_free_aligned(pool->scratch);
+        af_free_aligned(pool->times);
         af_free_aligned(pool);
         return AF_ERR_RUNTIME;
     }
@@ -260,6 +285,7 @@ void af_threadpool_free(af_threadpool *pool) {
     af_free_aligned(pool->ranges);
     for (int t = 0; t < pool->n_threads; t++) af_free_aligned(pool->scratch[t].data);
     af_free_aligned(pool->scratch);
+    af_free_aligned(pool->times);
     af_free_aligned(pool);
 }
 
@@ -291,6 +317,19 @@ static void wait_workers_left(af_threadpool *pool) {
     }
 }
 
+static uint64_t span(uint64_t from, uint64_t to) { return to > from ? to - from : 0; }
+
+/* Adds the job's times to the sink: the caller's wait after its last task, and each worker's run
+ * of its tasks, clipped to the job (from its posting to its last task's end). */
+static void add_job_times(af_threadpool *pool, uint64_t posted, uint64_t caller_done, uint64_t end) {
+    times_sink->caller_wait_ns += span(caller_done, end);
+    for (int t = 1; t < pool->n_threads; t++) {
+        const uint64_t join = atomic_load_explicit(&pool->times[t].join, memory_order_relaxed);
+        const uint64_t done = atomic_load_explicit(&pool->times[t].done, memory_order_relaxed);
+        if (join) times_sink->workers_busy_ns += span(join > posted ? join : posted, done < end ? done : end);
+    }
+}
+
 static void run_job(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx, bool affine) {
     if (n_tasks <= 0) return;
     int expected = 0;
@@ -313,6 +352,10 @@ static void run_job(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx, 
         atomic_store_explicit(&pool->ranges[t].w, range_pack(lo, hi), memory_order_relaxed);
     }
     atomic_store_explicit(&pool->tasks_done, 0, memory_order_relaxed);
+    pool->timed = times_sink != NULL;
+    if (pool->timed)
+        for (int t = 1; t < pool->n_threads; t++) atomic_store_explicit(&pool->times[t].join, 0, memory_order_relaxed);
+    const uint64_t posted = pool->timed ? now_ns() : 0;
     uint64_t w = atomic_load_explicit(&pool->job_word, memory_order_relaxed);
     uint64_t gen = (w >> 32) + 1;
     atomic_store_explicit(&pool->job_word, gen << 32, memory_order_release);
@@ -321,9 +364,12 @@ static void run_job(af_threadpool *pool, int n_tasks, af_task_fn fn, void *ctx, 
     pthread_mutex_unlock(&pool->mutex);
 
     run_tasks(pool, 0);
+    const uint64_t caller_done = pool->timed ? now_ns() : 0;
     wait_tasks_done(pool);
+    const uint64_t end = pool->timed ? now_ns() : 0;
     atomic_fetch_or_explicit(&pool->job_word, JOB_CLOSED, memory_order_acq_rel);
-    wait_workers_left(pool);
+    wait_workers_left(pool); /* after it, every worker's times of this job are visible */
+    if (pool->timed) add_job_times(pool, posted, caller_done, end);
     atomic_store_explicit(&pool->running, 0, memory_order_release);
 }
 
@@ -346,6 +392,8 @@ void *af_threadpool_scratch(af_threadpool *pool, int thread, size_t bytes) {
     }
     return s->data;
 }
+
+void af_threadpool_time_into(af_pool_times *sink) { times_sink = sink; }
 
 size_t af_threadpool_scratch_bytes(const af_threadpool *pool) {
     size_t n = 0;

@@ -16,6 +16,8 @@
 #ifndef AF_UTIL_THREADPOOL_H
 #define AF_UTIL_THREADPOOL_H
 
+#include <stdint.h>
+
 #include "autofusion.h"
 
 typedef struct af_threadpool af_threadpool;
@@ -60,6 +62,17 @@ static inline void *af_threadpool_scratch_or(af_threadpool *pool, int thread, si
     void *p = af_threadpool_scratch(pool, thread, bytes);
     return p ? p : own;
 }
+/* For the perf analyzer: while a sink is set (NULL stops it), every job the calling thread runs on
+ * a pool of several threads adds the time the caller waited for the other threads after its own
+ * last task, and the time the workers spent running the job's tasks. Over a step of wall time W on
+ * T threads, W (T - 1) + caller_wait_ns - workers_busy_ns is the threads' idle time: what the
+ * step's split left unused, serial work in the step included. Untimed jobs read no clock; jobs
+ * run inline add nothing. */
+typedef struct af_pool_times {
+    uint64_t caller_wait_ns, workers_busy_ns;
+} af_pool_times;
+void af_threadpool_time_into(af_pool_times *sink);
+
 /* The scratch the pool holds, all threads together, for memory reports. */
 size_t af_threadpool_scratch_bytes(const af_threadpool *pool);
 

@@ -60,16 +60,24 @@ bad_flag fuse --level ""
 bad_flag fuse --level 4
 "$AF" run $M/model.onnx --threads 2 --seed 7 >/dev/null 2>&1; check "run --threads 2 --seed 7 exits 0" $?
 
-"$AF" bench $M/model.onnx --iterations 2 --warmup 0 --profile >"$tmp/prof.txt" 2>&1; check "bench --profile exits 0" $?
-steps=$(grep -Ec "^ +[0-9]+ +[0-9.]+ +[0-9.]+% +([0-9.]+|-) +[A-Za-z]" "$tmp/prof.txt")
+"$AF" bench $M/model.onnx --iterations 2 --warmup 0 --threads 2 --profile >"$tmp/prof.txt" 2>&1; check "bench --profile exits 0" $?
+steps=$(grep -Ec "^ +[0-9]+ +[0-9.]+ +[0-9.]+% +([0-9.]+|-) +[0-9.]+% +[A-Za-z]" "$tmp/prof.txt")
 planned=$(sed -n 's/^profile over 2 runs: .* in \([0-9]*\) steps$/\1/p' "$tmp/prof.txt")
 [ -n "$planned" ] && [ "$steps" -eq "$planned" ] && grep -q '^by kind:' "$tmp/prof.txt" && grep -q 'fused:conv' "$tmp/prof.txt"
 check "bench --profile times every plan step and sums them by kind" $?
 # Each step's GFLOP/s times its ms is its share of the contraction flops: they add up to the total.
 awk '/^contractions:/ {total = $2}
-     /^ +[0-9]+ +[0-9.]+ +[0-9.]+% +[0-9.]+ +[A-Za-z]/ {sum += $2 * $4 / 1000}
+     /^ +[0-9]+ +[0-9.]+ +[0-9.]+% +[0-9.]+ +[0-9.]+% +[A-Za-z]/ {sum += $2 * $4 / 1000}
      END {exit !(total > 0 && sum > 0.98 * total && sum < 1.02 * total)}' "$tmp/prof.txt"
 check "bench --profile rates each step's contractions, and they add up to the run's" $?
+# On two threads every step has its idle share (0-100%) and the run its total; on one, "-".
+grep -q '^threads: 2, idle [0-9.]*% of their time' "$tmp/prof.txt" &&
+    awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+% +([0-9.]+|-) +[0-9.]+% +[A-Za-z]/ {n++; v = $5 + 0; if (v < 0 || v > 100) bad++}
+         END {exit !(n > 0 && !bad)}' "$tmp/prof.txt"
+check "bench --profile on two threads shows each step's idle share" $?
+"$AF" bench $M/model.onnx --iterations 1 --warmup 0 --threads 1 --profile >"$tmp/prof1.txt" 2>&1 &&
+    ! grep -q '^threads:' "$tmp/prof1.txt" && grep -Eq "^ +0 +[0-9.]+ +[0-9.]+% +([0-9.]+|-) +- +[A-Za-z]" "$tmp/prof1.txt"
+check "bench --profile on one thread has no idle share" $?
 
 "$AF" fuse $M/model.onnx >"$tmp/fuse.txt" 2>&1; check "fuse exits 0" $?
 grep -q '^accepted groups:' "$tmp/fuse.txt" && grep -q 'conv_residual' "$tmp/fuse.txt"; check "fuse lists accepted groups by family" $?

@@ -1,6 +1,7 @@
 /* The perf analyzer's report (af_session_profile_write) on a real fused plan: every step named by a
- * node of its own (an anchor-less elementwise region too, whose anchor is -1), its kernel, and
- * GFLOP/s on the steps with contractions, summing to the run's total. */
+ * node of its own (an anchor-less elementwise region too, whose anchor is -1), its kernel,
+ * GFLOP/s on the steps with contractions, summing to the run's total, and the share of the two
+ * threads' time each step left idle. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
             /* The mask's Cast+Sub+Mul is one discovered region: named by its last node. */
             CHECK(strstr(text, "Cast+Sub+Mul '/Mul' [fused_elementwise_region]") != NULL);
             CHECK(strstr(text, "(null)") == NULL);
+            CHECK(strstr(text, "threads: 2, idle ") != NULL);
             double total = 0, sum = 0;
             const char *c = strstr(text, "contractions: ");
             CHECK(c != NULL);
@@ -46,19 +48,24 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
             char *kinds = strstr(text, "by kind:"); /* the per-step lines end there */
             CHECK(kinds != NULL);
             if (kinds) *kinds = '\0';
-            int rated = 0, steps = 0;
+            int rated = 0, steps = 0, idle_ok = 0, serial_half = 0;
             for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
                 int step;
-                double ms, pct, rate;
+                double ms, pct, rate, idle = -1;
                 char rest[16];
-                if (sscanf(line, "%d %lf %lf%% %15s", &step, &ms, &pct, rest) != 4) continue;
+                if (sscanf(line, "%d %lf %lf%% %15s %lf%%", &step, &ms, &pct, rest, &idle) < 4) continue;
                 steps++;
+                if (idle >= 0 && idle <= 100) idle_ok++;
+                /* A step without a pool job (Unsqueeze's reference kernel) holds one thread of two. */
+                if (strstr(line, "Unsqueeze '/Unsqueeze' [reference]")) serial_half = idle == 50.0;
                 if (sscanf(rest, "%lf", &rate) == 1) {
                     sum += rate * ms / 1000.0; /* GFLOP/s x ms = MFLOP; GFLOP as the total */
                     rated++;
                 }
             }
             CHECK_EQ_INT(steps, af_session_n_steps(s));
+            CHECK_EQ_INT(idle_ok, steps);
+            CHECK(serial_half);
             CHECK(rated > 0 && rated < steps);
             CHECK(total > 0);
             CHECK_NEAR(sum, total, 0, 0.02); /* the rates are printed to 0.1 GFLOP/s */

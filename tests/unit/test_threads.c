@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "autofusion.h"
 #include "util/threadpool.h"
@@ -126,6 +127,58 @@ AF_TEST(threads_pool_scratch_is_each_threads_own_and_stays_put) {
     CHECK_EQ_INT(atomic_load(&s.missing), 0);
     CHECK_EQ_INT(atomic_load(&s.nested_got), 0);
     CHECK(af_threadpool_scratch_bytes(pool) == 4096);
+    af_threadpool_free(pool);
+}
+
+/* A timed job's tasks, each spinning for TIMED_TASK_NS and adding what it measured of itself when a
+ * worker (thread > 0) ran it. */
+enum { TIMED_TASKS = 8 };
+#define TIMED_TASK_NS UINT64_C(5000000)
+#define TIMED_SLACK_NS UINT64_C(10000000) /* claims, and a host that stalls a thread between tasks */
+
+typedef struct timed_job {
+    _Atomic uint64_t worker_ns, worker_max_ns;
+} timed_job;
+
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void spin_task(void *ctx, int task, int thread) {
+    (void)task;
+    timed_job *j = ctx;
+    const uint64_t t0 = mono_ns();
+    uint64_t t = t0;
+    while (t - t0 < TIMED_TASK_NS) t = mono_ns();
+    if (thread == 0) return;
+    atomic_fetch_add(&j->worker_ns, t - t0);
+    uint64_t max = atomic_load(&j->worker_max_ns);
+    while (t - t0 > max && !atomic_compare_exchange_weak(&j->worker_max_ns, &max, t - t0)) {
+    }
+}
+
+/* The perf analyzer's idle column stands on these: the workers' time in a job's tasks, and the
+ * caller's wait for the tasks still running when its own are done. The workers' time holds
+ * every task they ran and little else (not the caller's tasks, say, which would add half the
+ * job); the caller waits at most about one worker task. Untimed jobs add nothing. */
+AF_TEST(threads_pool_times_its_jobs_for_the_profile) {
+    af_threadpool *pool = NULL;
+    CHECK(af_threadpool_create(2, &pool) == AF_OK);
+    if (!pool) return;
+    timed_job j = {0, 0};
+    af_pool_times t = {0, 0};
+    af_threadpool_time_into(&t);
+    af_threadpool_run(pool, TIMED_TASKS, spin_task, &j);
+    af_threadpool_time_into(NULL);
+    const uint64_t worker = atomic_load(&j.worker_ns), worker_max = atomic_load(&j.worker_max_ns);
+    CHECK(t.workers_busy_ns >= worker);
+    CHECK(t.workers_busy_ns <= worker + TIMED_SLACK_NS);
+    CHECK(t.caller_wait_ns <= worker_max + TIMED_SLACK_NS);
+    const af_pool_times timed = t;
+    af_threadpool_run(pool, TIMED_TASKS, spin_task, &j);
+    CHECK(t.workers_busy_ns == timed.workers_busy_ns && t.caller_wait_ns == timed.caller_wait_ns);
     af_threadpool_free(pool);
 }
 
