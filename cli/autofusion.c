@@ -23,6 +23,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "autofusion.h"
 
 #define MAX_INPUTS 64
@@ -160,9 +162,36 @@ static int random_input(const af_value_info *v, af_tensor *t) {
     return 1;
 }
 
+/* Profiled runs, as many as the timed ones and after them, so the clock reads never touch the
+ * latency figures; the profile goes to stdout, or into json as "profile". */
+static int profile_runs(af_session *s, int n_in, const char **names, const af_tensor *inputs, int iterations,
+                        const char *path, cJSON *json) {
+    af_error err = {0};
+    if (af_session_set_profiling(s, 1, &err) != AF_OK) return fail("%s: %s", path, err.message);
+    for (int i = 0; i < iterations; i++)
+        if (af_session_run(s, n_in, names, inputs, &err) != AF_OK) return fail("%s: %s", path, err.message);
+    if (!json) {
+        af_session_profile_write(s, stdout);
+        return 0;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return fail("out of memory%s%s", "", "");
+    af_session_profile_write_json(s, f);
+    fclose(f);
+    cJSON *p = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!p || !cJSON_AddItemToObject(json, "profile", p)) {
+        cJSON_Delete(p);
+        return fail("out of memory%s%s", "", "");
+    }
+    return 0;
+}
+
 /* Times `iterations` runs after `warmup`, and prints latency percentiles, throughput and memory. */
 static int bench_session(af_session *s, int n_in, const char **names, const af_tensor *inputs, int warmup,
-                         int iterations, int json, int profile, const char *path, int threads, double create_ms) {
+                         int iterations, int json, int profile, const char *path, double create_ms) {
     af_error err = {0};
     for (int i = 0; i < warmup; i++)
         if (af_session_run(s, n_in, names, inputs, &err) != AF_OK) return fail("%s: %s", path, err.message);
@@ -184,37 +213,53 @@ static int bench_session(af_session *s, int n_in, const char **names, const af_t
     double p50 = percentile(t, iterations, 50), p90 = percentile(t, iterations, 90), p99 = percentile(t, iterations, 99);
     double mean = total / iterations;
     const af_plan_memory pm = af_session_plan_memory(s);
-    if (json)
-        printf("{\"model\":\"%s\",\"runtime\":\"autofusion\",\"isa\":\"%s\",\"threads\":%d,\"level\":%d,"
-               "\"steps\":%d,\"fusion_ms\":%.3f,\"traffic_bytes\":%llu,"
-               "\"warmup\":%d,\"iterations\":%d,\"session_create_ms\":%.3f,\"median_ms\":%.3f,\"p50_ms\":%.3f,"
-               "\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f,"
-               "\"throughput_per_s\":%.3f,\"arena_bytes\":%zu,\"workspace_bytes\":%zu,"
-               "\"thread_scratch_bytes\":%zu,\"peak_rss_kb\":%ld}\n",
-               path, af_session_isa(s), threads, af_session_fusion_level(s), af_session_n_steps(s), af_session_fusion_ms(s),
-               (unsigned long long)af_session_traffic_bytes(s), warmup, iterations,
-               create_ms, p50, p50, p90, p99, mean, t[0],
-               t[iterations - 1], 1000.0 / mean, af_session_arena_bytes(s), pm.workspace_bytes,
-               pm.thread_scratch_bytes, ru.ru_maxrss);
-    else
+    const int n_threads = af_session_n_threads(s);
+    cJSON *o = NULL;
+    if (json) {
+        /* One object a bench, the profile inside it: built with cJSON so a path or a node name
+         * with quotes in it still makes valid JSON. */
+        o = cJSON_CreateObject();
+        const struct {
+            const char *key;
+            double v;
+        } nums[] = {{"threads", n_threads}, {"level", af_session_fusion_level(s)}, {"steps", af_session_n_steps(s)},
+                    {"fusion_ms", af_session_fusion_ms(s)}, {"traffic_bytes", (double)af_session_traffic_bytes(s)},
+                    {"warmup", warmup}, {"iterations", iterations}, {"session_create_ms", create_ms},
+                    {"median_ms", p50}, {"p50_ms", p50}, {"p90_ms", p90}, {"p99_ms", p99}, {"mean_ms", mean},
+                    {"min_ms", t[0]}, {"max_ms", t[iterations - 1]}, {"throughput_per_s", 1000.0 / mean},
+                    {"arena_bytes", (double)af_session_arena_bytes(s)}, {"workspace_bytes", (double)pm.workspace_bytes},
+                    {"thread_scratch_bytes", (double)pm.thread_scratch_bytes}, {"peak_rss_kb", (double)ru.ru_maxrss}};
+        bool ok = o && cJSON_AddStringToObject(o, "model", path) && cJSON_AddStringToObject(o, "runtime", "autofusion") &&
+                  cJSON_AddStringToObject(o, "isa", af_session_isa(s));
+        for (size_t k = 0; ok && k < sizeof nums / sizeof nums[0]; k++)
+            ok = cJSON_AddNumberToObject(o, nums[k].key, nums[k].v) != NULL;
+        if (!ok) {
+            cJSON_Delete(o);
+            free(t);
+            return fail("out of memory%s%s", "", "");
+        }
+    } else {
         printf("model %s\nisa %s, threads %d, fusion level %d, %d warmup + %d timed runs\n"
                "latency ms: p50 %.3f  p90 %.3f  p99 %.3f  mean %.3f  min %.3f  max %.3f\n"
                "throughput: %.2f inferences/s\nsession create: %.1f ms\n"
                "memory: activation arena %.2f MiB, kernel scratch %.2f MiB (plan) + %.2f MiB (threads), "
                "peak RSS %.1f MiB\n"
                "(percentiles: nearest rank over the timed runs)\n",
-               path, af_session_isa(s), threads, af_session_fusion_level(s), warmup, iterations, p50, p90, p99, mean, t[0],
-               t[iterations - 1], 1000.0 / mean, create_ms, (double)af_session_arena_bytes(s) / 1048576.0,
+               path, af_session_isa(s), n_threads, af_session_fusion_level(s), warmup, iterations, p50, p90, p99, mean,
+               t[0], t[iterations - 1], 1000.0 / mean, create_ms, (double)af_session_arena_bytes(s) / 1048576.0,
                (double)pm.workspace_bytes / 1048576.0, (double)pm.thread_scratch_bytes / 1048576.0,
                (double)ru.ru_maxrss / 1024.0);
+    }
     free(t);
-    if (!profile) return 0;
-    /* Profiled runs come after the timed ones, so the clock reads never touch the latency figures. */
-    if (af_session_set_profiling(s, 1, &err) != AF_OK) return fail("%s: %s", path, err.message);
-    for (int i = 0; i < iterations; i++)
-        if (af_session_run(s, n_in, names, inputs, &err) != AF_OK) return fail("%s: %s", path, err.message);
-    af_session_profile_write(s, stdout);
-    return 0;
+    int rc = profile ? profile_runs(s, n_in, names, inputs, iterations, path, o) : 0;
+    if (o) {
+        char *text = rc == 0 ? cJSON_PrintUnformatted(o) : NULL;
+        if (text) printf("%s\n", text);
+        else if (rc == 0) rc = fail("out of memory%s%s", "", "");
+        cJSON_free(text);
+        cJSON_Delete(o);
+    }
+    return rc;
 }
 
 enum { CMD_RUN, CMD_BENCH, CMD_FUSE };
@@ -352,7 +397,7 @@ static int cmd_run(int argc, char **argv, int cmd) {
         goto done;
     }
     if (bench) {
-        rc = bench_session(s, n_in, names, inputs, warmup, iterations, json, profile, path, threads, t_create);
+        rc = bench_session(s, n_in, names, inputs, warmup, iterations, json, profile, path, t_create);
         goto done;
     }
     double ms = now_ms();

@@ -246,12 +246,19 @@ typedef struct af_plan_memory {
 af_plan_memory af_session_plan_memory(const af_session *session);
 /* The instruction-set level the session's kernels use: "avx512", "avx2" or "scalar". */
 const char *af_session_isa(const af_session *session);
+/* The threads the session's kernels run on, the caller's included (0 for NULL). */
+int af_session_n_threads(const af_session *session);
 /* Profiling: while on, every run adds each plan step's wall time to a per-step total (turning it
  * on clears the totals; a replan starts fresh totals, its steps being others).
  * af_session_profile_write prints the current plan's totals per run: every step with its ops, then
- * the time per op type (unfused) or per fusion rule, largest first. */
+ * the time per op type (unfused) or per fusion rule, largest first. af_session_profile_write_json
+ * writes the same per step as one JSON object (no newline): {"runs", "ms_per_run", "threads",
+ * "idle_share", "steps": [{"step", "ms", "share", "gflops", "idle_share", "ops", "node", "kernel",
+ * "kind"}]}, per run; gflops null where a step has no contractions, idle_share null on one
+ * thread; null where nothing was profiled. */
 af_status af_session_set_profiling(af_session *session, int on, af_error *err);
 void af_session_profile_write(const af_session *session, FILE *out);
+void af_session_profile_write_json(const af_session *session, FILE *out);
 void af_session_free(af_session *session);
 
 /* ---- Tensor files (ONNX TensorProto, the backend test data format) --------------------------- */

@@ -1,5 +1,6 @@
 #include "runtime/profile.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,4 +122,59 @@ void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double 
     }
     write_groups(g, plan, step_ms, step_idle_ms, n_threads, runs, total, "kind", step_key, out);
     write_groups(g, plan, step_ms, step_idle_ms, n_threads, runs, total, "kernel", kernel_key, out);
+}
+
+/* A number, or null where it does not apply (no contractions; one thread). */
+static bool add_number_or_null(cJSON *o, const char *key, bool applies, double v) {
+    return applies ? cJSON_AddNumberToObject(o, key, v) != NULL : cJSON_AddNullToObject(o, key) != NULL;
+}
+
+static cJSON *step_json(const af_graph *g, const af_step *s, int i, double ms, double idle_ms, double total,
+                        int n_threads) {
+    cJSON *o = cJSON_CreateObject(), *ops = cJSON_CreateArray();
+    char kind[80];
+    step_key(g, s, kind, sizeof kind);
+    const double flops = step_flops(g, s);
+    bool ok = o && ops && cJSON_AddNumberToObject(o, "step", i) && cJSON_AddNumberToObject(o, "ms", ms) &&
+              cJSON_AddNumberToObject(o, "share", total > 0 ? ms / total : 0) &&
+              add_number_or_null(o, "gflops", flops > 0 && ms > 0, flops / (ms * 1e6)) &&
+              add_number_or_null(o, "idle_share", n_threads > 1 && ms > 0, idle_ms / (ms * n_threads));
+    for (int k = 0; ok && k < s->n_nodes; k++) {
+        cJSON *op = cJSON_CreateString(g->nodes[s->nodes[k]].op_type);
+        ok = op && cJSON_AddItemToArray(ops, op);
+    }
+    if (ok && cJSON_AddItemToObject(o, "ops", ops)) ops = NULL;
+    else ok = false;
+    ok = ok && cJSON_AddStringToObject(o, "node", step_node(g, s)->name) &&
+         cJSON_AddStringToObject(o, "kernel", kernel_name(s)) && cJSON_AddStringToObject(o, "kind", kind);
+    cJSON_Delete(ops);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+void af_profile_write_json(const af_graph *g, const af_exec_plan *plan, const double *step_ms,
+                           const double *step_idle_ms, int n_threads, int runs, FILE *out) {
+    double total = 0, idle = 0;
+    for (int i = 0; i < plan->n_steps; i++) total += step_ms[i], idle += step_idle_ms[i];
+    total /= runs;
+    idle /= runs;
+    cJSON *root = cJSON_CreateObject(), *steps = cJSON_CreateArray();
+    bool ok = root && steps && cJSON_AddNumberToObject(root, "runs", runs) &&
+              cJSON_AddNumberToObject(root, "ms_per_run", total) && cJSON_AddNumberToObject(root, "threads", n_threads) &&
+              add_number_or_null(root, "idle_share", n_threads > 1 && total > 0, idle / (total * n_threads));
+    for (int i = 0; ok && i < plan->n_steps; i++) {
+        cJSON *s = step_json(g, &plan->steps[i], i, step_ms[i] / runs, step_idle_ms[i] / runs, total, n_threads);
+        ok = s && cJSON_AddItemToArray(steps, s);
+        if (!ok) cJSON_Delete(s);
+    }
+    if (ok && cJSON_AddItemToObject(root, "steps", steps)) steps = NULL;
+    else ok = false;
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    fputs(text ? text : "null", out); /* null: out of memory, rather than half an object */
+    cJSON_free(text);
+    cJSON_Delete(steps);
+    cJSON_Delete(root);
 }

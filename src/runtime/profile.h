@@ -16,5 +16,8 @@
  * share of the threads' time in it left idle ("-" on one thread). */
 void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double *step_ms, const double *step_idle_ms,
                       int n_threads, int runs, FILE *out);
+/* The same per step, as the JSON object af_session_profile_write_json describes. */
+void af_profile_write_json(const af_graph *g, const af_exec_plan *plan, const double *step_ms,
+                           const double *step_idle_ms, int n_threads, int runs, FILE *out);
 
 #endif

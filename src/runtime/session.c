@@ -406,6 +406,19 @@ af_status af_session_set_profiling(af_session *s, int on, af_error *err) {
     return AF_OK;
 }
 
+int af_session_n_threads(const af_session *s) { return s ? af_threadpool_n_threads(s->pool) : 0; }
+
+void af_session_profile_write_json(const af_session *s, FILE *out) {
+    if (!s || !out) return;
+    af_plan_state *ps = af_plan_slot_acquire(s->slot);
+    if (!atomic_load(&s->profiling) || !ps->profile_runs)
+        fputs("null", out);
+    else
+        af_profile_write_json(s->model->graph, &ps->plan, ps->profile_ms, ps->profile_idle_ms,
+                              af_threadpool_n_threads(s->pool), ps->profile_runs, out);
+    af_plan_state_release(ps);
+}
+
 void af_session_profile_write(const af_session *s, FILE *out) {
     if (!s || !out) return;
     af_plan_state *ps = af_plan_slot_acquire(s->slot);

@@ -78,6 +78,14 @@ check "bench --profile on two threads shows each step's idle share" $?
 "$AF" bench $M/model.onnx --iterations 1 --warmup 0 --threads 1 --profile >"$tmp/prof1.txt" 2>&1 &&
     ! grep -q '^threads:' "$tmp/prof1.txt" && grep -Eq "^ +0 +[0-9.]+ +[0-9.]+% +([0-9.]+|-) +- +[A-Za-z]" "$tmp/prof1.txt"
 check "bench --profile on one thread has no idle share" $?
+# --json: one object a bench with the profile inside it, valid even for a path with a quote in it.
+mkdir -p "$tmp/q\"dir" && cp $M/model.onnx "$tmp/q\"dir/"
+"$AF" bench "$tmp/q\"dir/model.onnx" --iterations 2 --warmup 0 --threads 2 --json --profile >"$tmp/prof.json" 2>&1
+check "bench --json --profile exits 0" $?
+[ "$(wc -l <"$tmp/prof.json")" -eq 1 ] && grep -q '"model":"[^"]*q\\"dir/model.onnx"' "$tmp/prof.json" &&
+    grep -q '"threads":2,' "$tmp/prof.json" && grep -q '"profile":{"runs":2,' "$tmp/prof.json" &&
+    [ "$(grep -o '"kernel":' "$tmp/prof.json" | wc -l)" -eq "$(sed -n 's/.*"steps":\([0-9]*\),.*/\1/p' "$tmp/prof.json")" ]
+check "bench --json --profile prints one JSON object, every step in its profile" $?
 
 "$AF" fuse $M/model.onnx >"$tmp/fuse.txt" 2>&1; check "fuse exits 0" $?
 grep -q '^accepted groups:' "$tmp/fuse.txt" && grep -q 'conv_residual' "$tmp/fuse.txt"; check "fuse lists accepted groups by family" $?

@@ -2,6 +2,7 @@
  * node of its own (an anchor-less elementwise region too, whose anchor is -1), its kernel,
  * GFLOP/s on the steps with contractions, summing to the run's total, and the share of the two
  * threads' time each step left idle. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,84 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
             CHECK_NEAR(sum, total, 0, 0.02); /* the rates are printed to 0.1 GFLOP/s */
             free(text);
         }
+    }
+    for (int i = 0; i < 3; i++) {
+        af_tensor_free_data(&in[i]);
+        free(names[i]);
+    }
+    af_session_free(s);
+    af_model_free(m);
+}
+
+static char *profile_json(const af_session *s) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return NULL;
+    af_session_profile_write_json(s, f);
+    fclose(f);
+    return text;
+}
+
+/* The profile as JSON (bench --json --profile): valid, one entry per step whose times add up to the
+ * run's, the kind and kernel of each, gflops on contractions only, and the idle share (exactly one
+ * half on a step without a pool job, on two threads). Before any profiled run: null. */
+AF_TEST(profile_as_json_lists_every_step) {
+    af_model *m = af_test_fixture("bert_tiny");
+    if (!m) return;
+    af_session *s = af_test_session(m, 3, NULL);
+    af_tensor in[3] = {{0}};
+    char *names[3] = {0};
+    char path[1024];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/models/bert_tiny/test_data_set_0/input_%d.pb", af_test_dir(), i);
+        CHECK(af_tensor_read_pb(path, &in[i], &names[i], NULL) == AF_OK);
+    }
+    af_error err;
+    if (s && in[2].data) {
+        char *text = profile_json(s);
+        CHECK(text && strcmp(text, "null") == 0);
+        free(text);
+        CHECK_EQ_INT(af_session_n_threads(s), 2);
+        CHECK_EQ_INT(af_session_set_profiling(s, 1, &err), AF_OK);
+        for (int r = 0; r < 2; r++) CHECK_EQ_INT(af_session_run(s, 3, (const char *const *)names, in, &err), AF_OK);
+        text = profile_json(s);
+        cJSON *root = text ? cJSON_Parse(text) : NULL;
+        CHECK(root != NULL);
+        const cJSON *steps = cJSON_GetObjectItemCaseSensitive(root, "steps");
+        CHECK(cJSON_IsArray(steps));
+        CHECK_EQ_INT(cJSON_GetArraySize(steps), af_session_n_steps(s));
+        CHECK_EQ_INT((int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(root, "runs")), 2);
+        CHECK_EQ_INT((int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(root, "threads")), 2);
+        const double total = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(root, "ms_per_run"));
+        const double idle = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(root, "idle_share"));
+        CHECK(total > 0 && idle >= 0 && idle <= 1);
+        double sum = 0;
+        int rated = 0, serial_half = 0, named = 0;
+        const cJSON *st;
+        cJSON_ArrayForEach(st, steps) {
+            sum += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(st, "ms"));
+            const cJSON *gflops = cJSON_GetObjectItemCaseSensitive(st, "gflops");
+            const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "kind"));
+            const char *node = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "node"));
+            const char *kernel = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "kernel"));
+            const double share = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(st, "idle_share"));
+            CHECK(cJSON_IsNumber(gflops) || cJSON_IsNull(gflops));
+            if (cJSON_IsNumber(gflops)) rated++;
+            CHECK(share >= 0 && share <= 1);
+            CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(st, "ops")) >= 1);
+            if (kind && node && kernel) named++;
+            if (node && strcmp(node, "/Unsqueeze") == 0) {
+                CHECK(cJSON_IsNull(gflops));
+                serial_half = share == 0.5;
+            }
+        }
+        CHECK(rated > 0 && rated < af_session_n_steps(s));
+        CHECK_EQ_INT(named, af_session_n_steps(s));
+        CHECK(serial_half);
+        CHECK_NEAR(sum, total, 1e-9, 1e-9);
+        cJSON_Delete(root);
+        free(text);
     }
     for (int i = 0; i < 3; i++) {
         af_tensor_free_data(&in[i]);
