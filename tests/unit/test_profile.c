@@ -3,6 +3,7 @@
  * GFLOP/s on the steps with contractions, summing to the run's total, and the share of the two
  * threads' time each step left idle. */
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,14 +11,34 @@
 #include "autofusion.h"
 #include "unit.h"
 
-static char *profile_text(const af_session *s) {
+/* What write printed of s, as a string to free. */
+static char *captured(const af_session *s, void (*write)(const af_session *, FILE *)) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return NULL;
-    af_session_profile_write(s, f);
+    write(s, f);
     fclose(f);
     return text;
+}
+
+/* bert_tiny's three inputs from its test data; false (with a failure) where one is missing. */
+static bool read_inputs(af_tensor in[3], char *names[3]) {
+    char path[1024];
+    bool ok = true;
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/models/bert_tiny/test_data_set_0/input_%d.pb", af_test_dir(), i);
+        CHECK(af_tensor_read_pb(path, &in[i], &names[i], NULL) == AF_OK);
+        ok = ok && in[i].data;
+    }
+    return ok;
+}
+
+static void free_inputs(af_tensor in[3], char *names[3]) {
+    for (int i = 0; i < 3; i++) {
+        af_tensor_free_data(&in[i]);
+        free(names[i]);
+    }
 }
 
 AF_TEST(profile_names_every_step_and_rates_contractions) {
@@ -26,16 +47,11 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
     af_session *s = af_test_session(m, 3, NULL);
     af_tensor in[3] = {{0}};
     char *names[3] = {0};
-    char path[1024];
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/models/bert_tiny/test_data_set_0/input_%d.pb", af_test_dir(), i);
-        CHECK(af_tensor_read_pb(path, &in[i], &names[i], NULL) == AF_OK);
-    }
     af_error err;
-    if (s && in[2].data) {
+    if (read_inputs(in, names) && s) {
         CHECK_EQ_INT(af_session_set_profiling(s, 1, &err), AF_OK);
         CHECK_EQ_INT(af_session_run(s, 3, (const char *const *)names, in, &err), AF_OK);
-        char *text = profile_text(s);
+        char *text = captured(s, af_session_profile_write);
         CHECK(text != NULL);
         if (text) {
             /* The mask's Cast+Sub+Mul is one discovered region: named by its last node. */
@@ -73,22 +89,9 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
             free(text);
         }
     }
-    for (int i = 0; i < 3; i++) {
-        af_tensor_free_data(&in[i]);
-        free(names[i]);
-    }
+    free_inputs(in, names);
     af_session_free(s);
     af_model_free(m);
-}
-
-static char *profile_json(const af_session *s) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return NULL;
-    af_session_profile_write_json(s, f);
-    fclose(f);
-    return text;
 }
 
 /* The profile as JSON (bench --json --profile): valid, one entry per step whose times add up to the
@@ -100,20 +103,15 @@ AF_TEST(profile_as_json_lists_every_step) {
     af_session *s = af_test_session(m, 3, NULL);
     af_tensor in[3] = {{0}};
     char *names[3] = {0};
-    char path[1024];
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/models/bert_tiny/test_data_set_0/input_%d.pb", af_test_dir(), i);
-        CHECK(af_tensor_read_pb(path, &in[i], &names[i], NULL) == AF_OK);
-    }
     af_error err;
-    if (s && in[2].data) {
-        char *text = profile_json(s);
+    if (read_inputs(in, names) && s) {
+        char *text = captured(s, af_session_profile_write_json);
         CHECK(text && strcmp(text, "null") == 0);
         free(text);
         CHECK_EQ_INT(af_session_n_threads(s), 2);
         CHECK_EQ_INT(af_session_set_profiling(s, 1, &err), AF_OK);
         for (int r = 0; r < 2; r++) CHECK_EQ_INT(af_session_run(s, 3, (const char *const *)names, in, &err), AF_OK);
-        text = profile_json(s);
+        text = captured(s, af_session_profile_write_json);
         cJSON *root = text ? cJSON_Parse(text) : NULL;
         CHECK(root != NULL);
         const cJSON *steps = cJSON_GetObjectItemCaseSensitive(root, "steps");
@@ -151,10 +149,7 @@ AF_TEST(profile_as_json_lists_every_step) {
         cJSON_Delete(root);
         free(text);
     }
-    for (int i = 0; i < 3; i++) {
-        af_tensor_free_data(&in[i]);
-        free(names[i]);
-    }
+    free_inputs(in, names);
     af_session_free(s);
     af_model_free(m);
 }
