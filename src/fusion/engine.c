@@ -122,7 +122,7 @@ void af_fusion_report_write(const af_graph *g, const af_fusion_result *res, FILE
         }
     }
     fprintf(out, "\nfusion pass: %.2f ms (pattern %.2f, cost %.2f, schedule %.2f); kernel preparation (weight "
-            "packing, also done unfused) %.2f ms\n",
+            "packing and freeing the weights packed, also done unfused) %.2f ms\n",
             res->pattern_ms + res->cost_ms + res->sched_ms, res->pattern_ms, res->cost_ms, res->sched_ms,
             res->prepare_ms);
     if (res->verify_note[0]) fprintf(out, "%s (%.1f ms)\n", res->verify_note, res->verify_ms);

@@ -24,7 +24,8 @@ typedef struct af_fusion_result {
     af_fusion_strategy strategy;
     int fusion_level;
     double pattern_ms, cost_ms, sched_ms; /* wall time of each layer (sched without kernel preparation) */
-    double prepare_ms;                    /* preparing the kernels: packing weights, unfused or fused alike */
+    double prepare_ms;                    /* preparing the kernels: packing weights and freeing the raw
+                                             ones packed, unfused or fused alike */
     double verify_ms;                     /* the verify mode's runs (config "verify"), 0 when off */
     char verify_note[256];                /* its one-line summary, "" when off */
     int verify_checked, verify_backed_out; /* groups it ran (each once), and of them the ones that differed */

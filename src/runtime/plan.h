@@ -44,7 +44,8 @@ typedef struct af_exec_plan {
     af_step *steps;
     size_t workspace_bytes; /* the largest kernel scratch */
     int fusion_level;
-    double prepare_ms;      /* time spent preparing kernels (packing weights), unfused or fused alike */
+    double prepare_ms;      /* time spent preparing kernels (packing weights, freeing the raw ones
+                               packed), unfused or fused alike */
 } af_exec_plan;
 
 struct af_weight_release;
