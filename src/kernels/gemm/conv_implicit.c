@@ -118,6 +118,7 @@ typedef struct implicit_run {
      * are dense, runs of the flattened plane, so 7x7 planes fill whole tiles too. */
     int64_t rows, row_len, in_stride, halo;
     int64_t rows_per_block, panels_per_group, n_groups;
+    bool panel_tasks; /* one row block, one weight panel a task (see choose_tasks) */
     int panel_w, tile_px; /* output channels per weight panel, pixels per tile (at most) */
     int tile_step;        /* tile widths are multiples of this (the last one in a row excepted) */
     const af_epilogue *epi;   /* NULL: none */
@@ -210,8 +211,10 @@ static void tile_task(void *ctx, int task, int thread) {
          * a row a k step, more than DRAM gives one core (26 GB/s here), and stalled that tile:
          * ResNet-50's 512-channel 3x3 stride-2 layer from cold caches, one thread, 1.40 -> 1.34
          * ms; the whole model 37.5 -> 36.8 ms (one thread), 20.9 -> 20.2 ms (two). (The channel
-         * rows' weights are small: no prefetch.) */
-        const float *next = !rows && jp + 1 < p_hi ? panel + K * CH : NULL;
+         * rows' weights are small: no prefetch.) With a panel a task, the next panel is most
+         * likely this thread's next task. */
+        const int64_t p_next_end = r->panel_tasks ? n_panels : p_hi;
+        const float *next = !rows && jp + 1 < p_next_end ? panel + K * CH : NULL;
         int64_t n_tiles = 0;
         for (int64_t oy = y_lo; oy < y_hi; oy++) n_tiles += ceil_div(min64(r->row_len, hw - oy * r->row_len), PX);
         const int64_t pf_ld = ceil_div(CH, n_tiles > 0 ? n_tiles : 1), pf_share = pf_ld * K;
@@ -270,6 +273,14 @@ static void choose_tasks(implicit_run *r, int n_threads) {
         else break;
     }
     r->rows_per_block = ceil_div(r->rows, n_blocks);
+    /* Split by weight panels only (7x7 and 14x14 planes: one block), a task is one panel: a thread
+     * runs its share panel by panel, the block's planes staying in its L2 as with groups, and the
+     * thread done first takes single panels from the other's end. Four groups left a thread idle
+     * for up to a quarter of the step: MobileNetV3-L's expand convs (30 panels) sat at 8.0% idle
+     * in the profile, 6.5-6.8% now; the model at two threads, bench/ab.py, 20 pairs: 0.990 and
+     * 0.985 (one thread: untouched, 1.001). ResNet-50 two threads 0.989 and 1.001 (10 pairs). */
+    r->panel_tasks = n_threads > 1 && n_blocks == 1 && n_groups > 1;
+    if (r->panel_tasks) n_groups = n_panels;
     r->panels_per_group = ceil_div(n_panels, n_groups);
     r->n_groups = ceil_div(n_panels, r->panels_per_group);
 }
