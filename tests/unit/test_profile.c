@@ -22,35 +22,51 @@ static char *captured(const af_session *s, void (*write)(const af_session *, FIL
     return text;
 }
 
-/* bert_tiny's three inputs from its test data; false (with a failure) where one is missing. */
-static bool read_inputs(af_tensor in[3], char *names[3]) {
+/* bert_tiny fused on two threads (af_test_session), with its three inputs from its test data. */
+typedef struct bert_tiny {
+    af_model *m;
+    af_session *s;
+    af_tensor in[3];
+    char *names[3];
+} bert_tiny;
+
+/* False where the fixture is absent (a skip) or a part failed to load (with a failure); either
+ * way bert_tiny_close frees what was made. */
+static bool bert_tiny_open(bert_tiny *b) {
+    memset(b, 0, sizeof *b);
+    b->m = af_test_fixture("bert_tiny");
+    if (!b->m) return false;
+    b->s = af_test_session(b->m, 3, NULL);
+    bool ok = b->s != NULL;
     char path[1024];
-    bool ok = true;
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/models/bert_tiny/test_data_set_0/input_%d.pb", af_test_dir(), i);
-        CHECK(af_tensor_read_pb(path, &in[i], &names[i], NULL) == AF_OK);
-        ok = ok && in[i].data;
+        CHECK(af_tensor_read_pb(path, &b->in[i], &b->names[i], NULL) == AF_OK);
+        ok = ok && b->in[i].data;
     }
     return ok;
 }
 
-static void free_inputs(af_tensor in[3], char *names[3]) {
+static af_status bert_tiny_run(bert_tiny *b, af_error *err) {
+    return af_session_run(b->s, 3, (const char *const *)b->names, b->in, err);
+}
+
+static void bert_tiny_close(bert_tiny *b) {
     for (int i = 0; i < 3; i++) {
-        af_tensor_free_data(&in[i]);
-        free(names[i]);
+        af_tensor_free_data(&b->in[i]);
+        free(b->names[i]);
     }
+    af_session_free(b->s);
+    af_model_free(b->m);
 }
 
 AF_TEST(profile_names_every_step_and_rates_contractions) {
-    af_model *m = af_test_fixture("bert_tiny");
-    if (!m) return;
-    af_session *s = af_test_session(m, 3, NULL);
-    af_tensor in[3] = {{0}};
-    char *names[3] = {0};
+    bert_tiny b;
     af_error err;
-    if (read_inputs(in, names) && s) {
+    if (bert_tiny_open(&b)) {
+        af_session *s = b.s;
         CHECK_EQ_INT(af_session_set_profiling(s, 1, &err), AF_OK);
-        CHECK_EQ_INT(af_session_run(s, 3, (const char *const *)names, in, &err), AF_OK);
+        CHECK_EQ_INT(bert_tiny_run(&b, &err), AF_OK);
         char *text = captured(s, af_session_profile_write);
         CHECK(text != NULL);
         if (text) {
@@ -89,28 +105,23 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
             free(text);
         }
     }
-    free_inputs(in, names);
-    af_session_free(s);
-    af_model_free(m);
+    bert_tiny_close(&b);
 }
 
 /* The profile as JSON (bench --json --profile): valid, one entry per step whose times add up to the
  * run's, the kind and kernel of each, gflops on contractions only, and the idle share (exactly one
  * half on a step without a pool job, on two threads). Before any profiled run: null. */
 AF_TEST(profile_as_json_lists_every_step) {
-    af_model *m = af_test_fixture("bert_tiny");
-    if (!m) return;
-    af_session *s = af_test_session(m, 3, NULL);
-    af_tensor in[3] = {{0}};
-    char *names[3] = {0};
+    bert_tiny b;
     af_error err;
-    if (read_inputs(in, names) && s) {
+    if (bert_tiny_open(&b)) {
+        af_session *s = b.s;
         char *text = captured(s, af_session_profile_write_json);
         CHECK(text && strcmp(text, "null") == 0);
         free(text);
         CHECK_EQ_INT(af_session_n_threads(s), 2);
         CHECK_EQ_INT(af_session_set_profiling(s, 1, &err), AF_OK);
-        for (int r = 0; r < 2; r++) CHECK_EQ_INT(af_session_run(s, 3, (const char *const *)names, in, &err), AF_OK);
+        for (int r = 0; r < 2; r++) CHECK_EQ_INT(bert_tiny_run(&b, &err), AF_OK);
         text = captured(s, af_session_profile_write_json);
         cJSON *root = text ? cJSON_Parse(text) : NULL;
         CHECK(root != NULL);
@@ -149,7 +160,5 @@ AF_TEST(profile_as_json_lists_every_step) {
         cJSON_Delete(root);
         free(text);
     }
-    free_inputs(in, names);
-    af_session_free(s);
-    af_model_free(m);
+    bert_tiny_close(&b);
 }
