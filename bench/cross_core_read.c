@@ -6,8 +6,9 @@
  *   make -f bench/Makefile xcore && build/cross_core_read [--kb 400] [--reps 200] [--cpus 0,1]
  *
  * A writer thread pinned to the first CPU fills the buffer, then a reader pinned to the second
- * reads all of it (an XOR over whole cache lines); they alternate --reps times and the reader's time is averaged. Then one thread on the
- * first CPU writes and reads the buffer itself. Prints both as microseconds and GB/s.
+ * reads all of it (an XOR over whole cache lines); they alternate --reps times and the reader's
+ * time is averaged. Then one thread on the first CPU writes and reads the buffer itself. Prints
+ * both as microseconds and GB/s.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
