@@ -84,19 +84,17 @@ static af_status run_with_plan(const af_graph *g, const af_exec_plan *plan, cons
     af_status st = af_exec_init(&e, g, NULL, &err);
     if (st != AF_OK) return st;
     e.plan = plan, e.lifetimes = lt, e.memory = mp, e.arena = arena, e.workspace = ws;
-    af_tensor ins[8];
-    int n_in = 0;
-    for (; n_in < g->n_inputs && n_in < 8; n_in++) {
-        char path[1100];
-        snprintf(path, sizeof path, "%s/test_data_set_0/input_%d.pb", dir, n_in);
-        if ((st = af_tensor_read_pb(path, &ins[n_in], NULL, &err)) != AF_OK) break;
-        e.env[g->inputs[n_in]] = ins[n_in];
+    af_test_tensors in = {0};
+    if (!af_test_read_set(dir, "input", &in) || in.n != g->n_inputs) {
+        st = AF_ERR_INVALID_ARGUMENT;
+        snprintf(err.message, sizeof err.message, "%d test inputs for %d graph inputs", in.n, g->n_inputs);
     }
+    for (int k = 0; st == AF_OK && k < in.n; k++) e.env[g->inputs[k]] = in.t[k];
     if (st == AF_OK) st = af_exec_run(&e, &err);
     if (st != AF_OK) printf("  run failed: %s\n", err.message);
     if (st == AF_OK) st = af_exec_take(&e, g->outputs[0], out, &err);
     af_exec_release(&e);
-    for (int k = 0; k < n_in; k++) af_tensor_free_data(&ins[k]);
+    af_test_tensors_free(&in);
     af_free_aligned(arena);
     af_free_aligned(ws);
     return st;

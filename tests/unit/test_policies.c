@@ -22,7 +22,6 @@ static const char *const policies[] = {"never", "always", "aggressive", "memory_
 
 typedef struct fixture {
     const char *name;
-    int n_inputs;
     int groups[4]; /* per policy, in the order above */
 } fixture;
 
@@ -64,23 +63,22 @@ static af_status run(af_session *s, int n_in, const char *const *names, const af
 }
 
 static void check_fixture(const fixture *fx, const char *cfg_path) {
-    char dir[1024], path[1100];
+    char dir[1024];
     snprintf(dir, sizeof dir, "%s/models/%s", af_test_dir(), fx->name);
     af_model *m = af_test_fixture(fx->name);
-    if (!m) return;
-    af_tensor in[4] = {{0}};
-    char *names[4] = {0};
-    for (int i = 0; i < fx->n_inputs; i++) {
-        snprintf(path, sizeof path, "%s/test_data_set_0/input_%d.pb", dir, i);
-        CHECK(af_tensor_read_pb(path, &in[i], &names[i], NULL) == AF_OK);
+    af_test_tensors in;
+    if (!m || !af_test_read_set(dir, "input", &in)) {
+        af_model_free(m);
+        return;
     }
+    const char *const *names = (const char *const *)in.names;
     af_session_options o = af_session_options_default();
     o.n_threads = 2;
     o.fusion_level = 0;
     af_session *plain = NULL;
     CHECK(af_session_create(m, &o, &plain, NULL) == AF_OK);
     af_tensor want = {0};
-    CHECK(plain && run(plain, fx->n_inputs, (const char *const *)names, in, &want) == AF_OK);
+    CHECK(plain && run(plain, in.n, names, in.t, &want) == AF_OK);
     for (int p = 0; p < 4 && want.data; p++) {
         CHECK(write_config(cfg_path, policies[p]));
         af_session_options fo = af_session_options_default();
@@ -96,7 +94,7 @@ static void check_fixture(const fixture *fx, const char *cfg_path) {
         if (p == 0) CHECK_EQ_INT(af_session_n_steps(s), af_session_n_steps(plain));
         else CHECK(af_session_n_steps(s) < af_session_n_steps(plain));
         af_tensor got = {0};
-        CHECK(run(s, fx->n_inputs, (const char *const *)names, in, &got) == AF_OK);
+        CHECK(run(s, in.n, names, in.t, &got) == AF_OK);
         int64_t bad = 0, n = (int64_t)(want.nbytes / sizeof(float));
         CHECK(got.data && got.nbytes == want.nbytes);
         for (int64_t k = 0; got.data && got.nbytes == want.nbytes && k < n; k++) {
@@ -110,10 +108,7 @@ static void check_fixture(const fixture *fx, const char *cfg_path) {
     }
     free(want.data);
     af_session_free(plain);
-    for (int i = 0; i < fx->n_inputs; i++) {
-        af_tensor_free_data(&in[i]);
-        free(names[i]);
-    }
+    af_test_tensors_free(&in);
     af_model_free(m);
 }
 
@@ -129,13 +124,13 @@ AF_TEST(policies_end_to_end_on_fixtures) {
         /* With these figures every candidate of the CNNs and of bert_tiny pays and none raises
          * peak memory, so the three accepting policies agree there; in bert_tiny_dynamic one group
          * (symbolic dims taken as 64) raises peak activations by 2 MiB, which memory_aware refuses. */
-        {"resnet_small", 1, {0, 16, 16, 16}},
-        {"mobilenet_v3_small", 1, {0, 40, 40, 40}},
+        {"resnet_small", {0, 16, 16, 16}},
+        {"mobilenet_v3_small", {0, 40, 40, 40}},
         /* 35 conv + ReLU6, 10 residual; 3 of the 16 pointwise_depthwise pairs are built (the others
          * decline, their expanded tensors under 1 MiB, and their two conv groups run): 42. */
-        {"mobilenet_v2_small", 1, {0, 42, 42, 42}},
-        {"bert_tiny", 3, {0, 11, 11, 11}}, /* per layer Q, K, V and attention: one group */
-        {"bert_tiny_dynamic", 3, {0, 17, 17, 16}},
+        {"mobilenet_v2_small", {0, 42, 42, 42}},
+        {"bert_tiny", {0, 11, 11, 11}}, /* per layer Q, K, V and attention: one group */
+        {"bert_tiny_dynamic", {0, 17, 17, 16}},
     };
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) check_fixture(&fixtures[i], cfg_path);
     remove(cfg_path);

@@ -22,12 +22,11 @@ static char *captured(const af_session *s, void (*write)(const af_session *, FIL
     return text;
 }
 
-/* bert_tiny fused on two threads (af_test_session), with its three inputs from its test data. */
+/* bert_tiny fused on two threads (af_test_session), with its inputs from its test data. */
 typedef struct bert_tiny {
     af_model *m;
     af_session *s;
-    af_tensor in[3];
-    char *names[3];
+    af_test_tensors in;
 } bert_tiny;
 
 /* False where the fixture is absent (a skip) or a part failed to load (with a failure); either
@@ -37,25 +36,17 @@ static bool bert_tiny_open(bert_tiny *b) {
     b->m = af_test_fixture("bert_tiny");
     if (!b->m) return false;
     b->s = af_test_session(b->m, 3, NULL);
-    bool ok = b->s != NULL;
-    char path[1024];
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/models/bert_tiny/test_data_set_0/input_%d.pb", af_test_dir(), i);
-        CHECK(af_tensor_read_pb(path, &b->in[i], &b->names[i], NULL) == AF_OK);
-        ok = ok && b->in[i].data;
-    }
-    return ok;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/models/bert_tiny", af_test_dir());
+    return af_test_read_set(dir, "input", &b->in) && b->s != NULL;
 }
 
 static af_status bert_tiny_run(bert_tiny *b, af_error *err) {
-    return af_session_run(b->s, 3, (const char *const *)b->names, b->in, err);
+    return af_session_run(b->s, b->in.n, (const char *const *)b->in.names, b->in.t, err);
 }
 
 static void bert_tiny_close(bert_tiny *b) {
-    for (int i = 0; i < 3; i++) {
-        af_tensor_free_data(&b->in[i]);
-        free(b->names[i]);
-    }
+    af_test_tensors_free(&b->in);
     af_session_free(b->s);
     af_model_free(b->m);
 }

@@ -16,7 +16,6 @@
 #include "util/alloc.h"
 
 #define NODE_TEST_DIR "/usr/include/onnx/backend/test/data/node"
-#define MAX_IO 16
 
 /* ---- structural comparison ------------------------------------------------------------------ */
 
@@ -158,32 +157,22 @@ static int n_runs_compared;
 
 /* Runs both models on dir/test_data_set_0 and checks the outputs are identical bytes. */
 static void check_same_outputs(const char *where, const char *dir, const af_model *a, const af_model *b) {
-    af_tensor ins[MAX_IO];
-    const char *names[MAX_IO];
-    int n_in = 0;
-    af_error err = {0};
-    for (; n_in < MAX_IO; n_in++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/test_data_set_0/input_%d.pb", dir, n_in);
-        if (access(path, R_OK) != 0) break;
-        af_value_info info;
-        if (af_tensor_read_pb(path, &ins[n_in], NULL, &err) != AF_OK) break;
-        if (af_model_input_info(a, n_in, &info) != AF_OK) {
-            af_tensor_free_data(&ins[n_in]);
-            break;
-        }
-        names[n_in] = info.name;
-    }
-    if (n_in == 0) {
+    char first[4200];
+    snprintf(first, sizeof first, "%s/test_data_set_0/input_0.pb", dir);
+    if (access(first, R_OK) != 0) {
         printf("  %s: no test data, outputs not compared\n", where);
         return;
     }
+    af_test_tensors in;
+    if (!af_test_read_set(dir, "input", &in)) return;
+    const char *const *names = (const char *const *)in.names;
+    af_error err = {0};
     af_session *sa = NULL, *sb = NULL;
     af_session_options opts = af_session_options_default();
     opts.n_threads = 1;
-    int ok = af_session_create(a, &opts, &sa, &err) == AF_OK && af_session_run(sa, n_in, names, ins, &err) == AF_OK;
+    int ok = af_session_create(a, &opts, &sa, &err) == AF_OK && af_session_run(sa, in.n, names, in.t, &err) == AF_OK;
     if (!ok) af_test_fail(__FILE__, __LINE__, "%s: original model: %s", where, err.message);
-    if (ok && (af_session_create(b, &opts, &sb, &err) != AF_OK || af_session_run(sb, n_in, names, ins, &err) != AF_OK)) {
+    if (ok && (af_session_create(b, &opts, &sb, &err) != AF_OK || af_session_run(sb, in.n, names, in.t, &err) != AF_OK)) {
         af_test_fail(__FILE__, __LINE__, "%s: saved model: %s", where, err.message);
         ok = 0;
     }
@@ -200,7 +189,7 @@ static void check_same_outputs(const char *where, const char *dir, const af_mode
     }
     af_session_free(sa);
     af_session_free(sb);
-    for (int k = 0; k < n_in; k++) af_tensor_free_data(&ins[k]);
+    af_test_tensors_free(&in);
 }
 
 /* load -> save -> load -> save on one model; returns 0 when skipped as unsupported. */

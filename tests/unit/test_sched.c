@@ -48,25 +48,26 @@ static af_status run_plan(const af_graph *g, const af_exec_plan *plan, const cha
     af_memory_plan mp;
     af_status st = af_lifetimes_compute(g, plan, &lt, &err);
     if (st != AF_OK) return st;
-    st = af_memory_plan_build(g, &lt, &mp, &err);
+    if ((st = af_memory_plan_build(g, &lt, &mp, &err)) != AF_OK) {
+        af_lifetimes_free(&lt);
+        return st;
+    }
     uint8_t *arena = mp.arena_bytes ? af_malloc_aligned(mp.arena_bytes) : NULL;
     void *ws = plan->workspace_bytes ? af_malloc_aligned(plan->workspace_bytes) : NULL;
     af_exec e;
-    af_exec_init(&e, g, NULL, &err);
+    st = af_exec_init(&e, g, NULL, &err);
     e.plan = plan, e.lifetimes = &lt, e.memory = &mp, e.arena = arena, e.workspace = ws;
-    af_tensor ins[8];
-    int n_in = 0;
-    for (; n_in < g->n_inputs; n_in++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/test_data_set_0/input_%d.pb", dir, n_in);
-        af_tensor_read_pb(path, &ins[n_in], NULL, &err);
-        e.env[g->inputs[n_in]] = ins[n_in];
+    af_test_tensors in = {0};
+    if (st == AF_OK && (!af_test_read_set(dir, "input", &in) || in.n != g->n_inputs)) {
+        st = AF_ERR_INVALID_ARGUMENT;
+        snprintf(err.message, sizeof err.message, "%d test inputs for %d graph inputs", in.n, g->n_inputs);
     }
-    st = af_exec_run(&e, &err);
+    for (int k = 0; st == AF_OK && k < in.n; k++) e.env[g->inputs[k]] = in.t[k];
+    if (st == AF_OK) st = af_exec_run(&e, &err);
     if (st != AF_OK) printf("  run failed: %s\n", err.message);
     if (st == AF_OK) st = af_exec_take(&e, g->outputs[0], out0, &err);
     af_exec_release(&e);
-    for (int k = 0; k < n_in; k++) af_tensor_free_data(&ins[k]);
+    af_test_tensors_free(&in);
     af_free_aligned(arena);
     af_free_aligned(ws);
     af_memory_plan_free(&mp);

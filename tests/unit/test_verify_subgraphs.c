@@ -62,36 +62,12 @@ static int fused_steps(const af_exec_plan *p) {
 
 /* ---- loop_refine: the body's group is checked, and passes ------------------------------------ */
 
-typedef struct io {
-    int n;
-    af_tensor t[3];
-    char *names[3];
-} io;
-
-static void io_free(io *x) {
-    for (int i = 0; i < x->n; i++) {
-        af_tensor_free_data(&x->t[i]);
-        free(x->names[i]);
-    }
-}
-
-static bool read_pb(const char *dir, const char *file, io *x) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/models/loop_refine/test_data_set_0/%s", dir, file);
-    af_error err = {0};
-    if (af_tensor_read_pb(path, &x->t[x->n], &x->names[x->n], &err) != AF_OK) {
-        af_test_fail(__FILE__, __LINE__, "%s: %s", path, err.message);
-        return false;
-    }
-    x->n++;
-    return true;
-}
-
 /* Runs s on the fixture's inputs; its output must match ONNX Runtime's (rtol 1e-3, atol 1e-4). */
 static void check_reference_outputs(af_session *s, const char *what) {
-    io in = {0}, ref = {0};
-    if (read_pb(af_test_dir(), "input_0.pb", &in) && read_pb(af_test_dir(), "input_1.pb", &in) &&
-        read_pb(af_test_dir(), "output_0.pb", &ref)) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/models/loop_refine", af_test_dir());
+    af_test_tensors in = {0}, ref = {0};
+    if (af_test_read_set(dir, "input", &in) && af_test_read_set(dir, "output", &ref)) {
         af_error err = {0};
         if (af_session_run(s, in.n, (const char *const *)in.names, in.t, &err) != AF_OK) {
             af_test_fail(__FILE__, __LINE__, "%s: %s", what, err.message);
@@ -107,8 +83,8 @@ static void check_reference_outputs(af_session *s, const char *what) {
             if (bad) af_test_fail(__FILE__, __LINE__, "%s: %d outputs differ from the reference", what, bad);
         }
     }
-    io_free(&in);
-    io_free(&ref);
+    af_test_tensors_free(&in);
+    af_test_tensors_free(&ref);
 }
 
 AF_TEST(verify_subgraph_loop_refine_body_checked) {

@@ -15,40 +15,6 @@
 #include "unit.h"
 #include "util/alloc.h"
 
-#define MAX_INPUTS 8
-
-typedef struct inputs {
-    int n;
-    char *names[MAX_INPUTS];
-    af_tensor t[MAX_INPUTS];
-} inputs;
-
-static void inputs_free(inputs *in) {
-    for (int i = 0; i < in->n; i++) {
-        free(in->names[i]);
-        af_tensor_free_data(&in->t[i]);
-    }
-    in->n = 0;
-}
-
-/* The fixture's test_data_set_0 inputs (input_0.pb, input_1.pb, ...). */
-static bool read_inputs(const char *model_dir, inputs *in) {
-    memset(in, 0, sizeof *in);
-    for (int i = 0; i < MAX_INPUTS; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/test_data_set_0/input_%d.pb", model_dir, i);
-        if (access(path, R_OK) != 0) break;
-        af_error err;
-        if (af_tensor_read_pb(path, &in->t[i], &in->names[i], &err) != AF_OK) {
-            af_test_fail(__FILE__, __LINE__, "%s: %s", path, err.message);
-            inputs_free(in);
-            return false;
-        }
-        in->n = i + 1;
-    }
-    return in->n > 0;
-}
-
 /* Bytes of constant data the main graph holds now. */
 static size_t const_bytes(const af_model *m) {
     size_t total = 0;
@@ -69,10 +35,9 @@ static af_session *create_measured(af_model *m, bool owning, const af_session_op
     return st == AF_OK ? s : NULL;
 }
 
-static void same_outputs(const char *what, af_session *a, af_session *b, const inputs *in) {
+static void same_outputs(const char *what, af_session *a, af_session *b, const af_test_tensors *in) {
     af_error err;
-    const char *names[MAX_INPUTS];
-    for (int i = 0; i < in->n; i++) names[i] = in->names[i];
+    const char *const *names = (const char *const *)in->names;
     CHECK(af_session_run(a, in->n, names, in->t, &err) == AF_OK);
     CHECK(af_session_run(b, in->n, names, in->t, &err) == AF_OK);
     CHECK_EQ_INT(af_session_n_outputs(a), af_session_n_outputs(b));
@@ -100,12 +65,13 @@ static long long check_fixture(const char *name, int level, const char *config) 
     snprintf(what, sizeof what, "%s level %d%s", name, level, config ? " verify" : "");
     af_model *kept = NULL, *owned = NULL;
     af_error err;
-    inputs in;
-    if (af_model_load(path, NULL, &kept, &err) != AF_OK || af_model_load(path, NULL, &owned, &err) != AF_OK ||
-        !read_inputs(dir, &in)) {
+    af_test_tensors in;
+    if (!af_test_read_set(dir, "input", &in)) return -1;
+    if (af_model_load(path, NULL, &kept, &err) != AF_OK || af_model_load(path, NULL, &owned, &err) != AF_OK) {
         af_test_fail(__FILE__, __LINE__, "%s: %s", what, err.message);
         af_model_free(kept);
         af_model_free(owned);
+        af_test_tensors_free(&in);
         return -1;
     }
     af_session_options so = af_session_options_default();
@@ -133,7 +99,7 @@ static long long check_fixture(const char *name, int level, const char *config) 
     if (own) af_session_free(own);
     else af_model_free(owned);
     af_model_free(kept);
-    inputs_free(&in);
+    af_test_tensors_free(&in);
     return left;
 }
 

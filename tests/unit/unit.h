@@ -10,6 +10,7 @@
 #ifndef AF_TESTS_UNIT_H
 #define AF_TESTS_UNIT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "autofusion.h"
@@ -25,6 +26,20 @@ af_model *af_test_fixture(const char *name);
 /* A session at fusion level `level` (-1: the config's) on 2 threads with config_path (NULL: the
  * defaults), or NULL with a failure recorded. */
 af_session *af_test_session(const af_model *m, int level, const char *config_path);
+
+/* Tensors of a fixture's test data set, with the names their files give (NULL where a file has
+ * none). */
+#define AF_TEST_MAX_TENSORS 16
+typedef struct af_test_tensors {
+    int n;
+    char *names[AF_TEST_MAX_TENSORS];
+    af_tensor t[AF_TEST_MAX_TENSORS];
+} af_test_tensors;
+/* Reads model_dir/test_data_set_0/KIND_0.pb, KIND_1.pb, ... (kind "input" or "output") up to
+ * the first absent file. False, with a failure recorded and nothing held, when a file does not
+ * parse, there is none or there are more than AF_TEST_MAX_TENSORS. */
+bool af_test_read_set(const char *model_dir, const char *kind, af_test_tensors *x);
+void af_test_tensors_free(af_test_tensors *x);
 
 #define AF_TEST(name)                                                                              \
     static void test_##name(void);                                                                 \
