@@ -357,7 +357,7 @@ static void check_model(const char *path, const af_hw_model *hw, samples *nodes,
     if (opt_threads > 1) af_threadpool_create(opt_threads, &pool);
     af_exec_plan plain = {0}, fplan = {0};
     af_fusion_candidates cs = {0};
-    if (af_exec_plan_unfused(g, hw->isa, opt_threads, false, NULL, &plain, &err) != AF_OK) {
+    if (af_exec_plan_unfused(g, hw->isa, opt_threads, false, false, NULL, &plain, &err) != AF_OK) {
         printf("%s: %s\n", path, err.message);
         goto done;
     }

@@ -60,6 +60,7 @@ void af_fusion_config_default(af_fusion_config *cfg) {
     cfg->weight_latency = 1.0;
     cfg->weight_memory = 0.25;
     cfg->weight_energy = 0.1;
+    cfg->winograd = true;
     cfg->verify = false;
     cfg->verify_rtol = 1e-3;
     cfg->verify_atol = 1e-4;
@@ -730,6 +731,7 @@ static const key_handler top_keys[] = {
     {"strategy", h_strategy, 0, 0, 0},
     {"rules", h_rules, 0, 0, 0},
     {"cost_weights", h_weights, 0, 0, 0},
+    {"winograd", h_bool, offsetof(af_fusion_config, winograd), 0, 0},
     {"verify", h_bool, offsetof(af_fusion_config, verify), 0, 0},
     {"verify_tolerance", h_tolerance, 0, 0, 0},
     {"hardware", h_hardware, 0, 0, 0},

@@ -51,6 +51,8 @@ typedef struct af_fusion_config {
     int n_rule_files;
     char *rule_files[AF_CONFIG_MAX_RULE_FILES]; /* extra rule files, owned */
     double weight_latency, weight_memory, weight_energy; /* cost weights; default 1.0, 0.25, 0.1 */
+    bool winograd;               /* 3x3 stride-1 convs may run Winograd (fewer products, more rounding
+                                    error); false: the direct kernels. Default true */
     bool verify;                 /* run each fused group against its unfused ops once; default false */
     double verify_rtol, verify_atol; /* default 1e-3, 1e-4 */
     char *hardware_cache;        /* file for measured peak GFLOP/s and bandwidth; NULL: default path */

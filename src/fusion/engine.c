@@ -20,7 +20,8 @@ af_status af_fusion_verify_plan(const af_graph *g, const af_fusion_config *cfg, 
                                 int max_rounds, struct af_verify_ref *ref, af_exec_plan *plan, af_fusion_result *res,
                                 af_error *err) {
     double t0 = af_now_ms();
-    af_verify_options vo = {.isa = isa, .rtol = cfg->verify_rtol, .atol = cfg->verify_atol};
+    af_verify_options vo = {
+        .isa = isa, .no_winograd = !cfg->winograd, .rtol = cfg->verify_rtol, .atol = cfg->verify_atol};
     af_verify_ref seeded;
     af_status st = AF_OK;
     if (!ref) { /* one reference run serves every round: the unfused values do not change */
@@ -49,6 +50,7 @@ af_status af_fusion_verify_plan(const af_graph *g, const af_fusion_config *cfg, 
          * steps for them. So every group of the final plan has been checked. */
         af_exec_plan_free(plan);
         af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level,
+                              .no_winograd = !cfg->winograd,
                               .no_second_chance = last ? "not tried in its place: the verify rounds ran out" : NULL};
         st = af_sched_build(g, &res->candidates, &o, plan, err);
     }
@@ -63,7 +65,8 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
                          af_error *err) {
     memset(res, 0, sizeof *res);
     res->fusion_level = cfg->fusion_level;
-    if (cfg->fusion_level == 0) return af_exec_plan_unfused(g, isa, n_threads, false, release, plan, err);
+    if (cfg->fusion_level == 0)
+        return af_exec_plan_unfused(g, isa, n_threads, false, !cfg->winograd, release, plan, err);
     af_rule_set *rules = NULL;
     double t0 = af_now_ms();
     af_status st = af_rules_builtin(&rules, err);
@@ -84,6 +87,7 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
         double t3 = af_now_ms();
         /* Verify runs the unfused ops on the weights and may rebuild: release after its last round. */
         af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level,
+                              .no_winograd = !cfg->winograd,
                               .release = cfg->verify ? NULL : release};
         st = af_sched_build(g, &res->candidates, &o, plan, err);
         /* Packing weights is the same work unfused; the pass is what fusion adds on top. */
@@ -104,8 +108,9 @@ void af_fusion_report_write(const af_graph *g, const af_fusion_result *res, FILE
     for (int i = 0; i < cs->n; i++) accepted += cs->items[i].accepted;
     fprintf(out, "fusion level %d, strategy %s: %d groups accepted of %d candidates\n", res->fusion_level,
             af_fusion_strategy_name(res->strategy), accepted, cs->n);
-    fprintf(out, "hardware: %s, %d cores, %s, %.0f GFLOP/s peak, %.1f GB/s DRAM\n", res->hw.cpu_model,
-            res->hw.n_cores, af_isa_name(res->hw.isa), res->hw.peak_gflops, res->hw.bandwidth_gbs);
+    fprintf(out, "hardware: %s, %d cores, %s, %.0f GFLOP/s peak, %.1f GB/s DRAM%s\n", res->hw.cpu_model,
+            res->hw.n_cores, af_isa_name(res->hw.isa), res->hw.peak_gflops, res->hw.bandwidth_gbs,
+            res->hw.winograd ? "" : "; no Winograd (config)");
     for (int pass = 0; pass < 2; pass++) {
         fprintf(out, pass == 0 ? "\naccepted groups:\n" : "\nrejected candidates:\n");
         for (int i = 0; i < cs->n; i++) {

@@ -55,6 +55,7 @@ typedef struct af_kernel_request {
     const af_node *node;  /* the anchor; its constant inputs may be packed */
     af_isa isa;           /* the level to use (already clamped to the CPU) */
     int n_threads;        /* the session's thread count, for blocking decisions */
+    bool no_winograd;     /* 3x3 convs on the direct kernels only (config "winograd": false) */
     /* Replacement constants for the node's inputs (e.g. Conv weights with a BatchNormalization
      * folded in): entry i, when not NULL, stands for input i, even past node->n_inputs. */
     int n_overrides;

@@ -31,7 +31,7 @@ static af_status plan_one(af_subplans *s, const af_node *owner, const af_graph *
     p->owner = owner;
     af_status st;
     if (reference_only || cfg->fusion_level <= 0)
-        st = af_exec_plan_unfused(g, isa, n_threads, reference_only, NULL, &p->plan, err);
+        st = af_exec_plan_unfused(g, isa, n_threads, reference_only, !cfg->winograd, NULL, &p->plan, err);
     else
         st = af_fusion_plan(g, cfg, isa, n_threads, NULL, &p->plan, &p->fusion, err);
     if (st == AF_OK) st = af_lifetimes_compute(g, &p->plan, &p->lifetimes, err);

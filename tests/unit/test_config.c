@@ -17,7 +17,7 @@ static int cfg_equal(const af_fusion_config *a, const af_fusion_config *b) {
         a->enable_dynamic_shape != b->enable_dynamic_shape || a->shape_elasticity != b->shape_elasticity ||
         a->lite_mode != b->lite_mode || a->strategy != b->strategy || a->n_rule_files != b->n_rule_files ||
         a->weight_latency != b->weight_latency || a->weight_memory != b->weight_memory ||
-        a->weight_energy != b->weight_energy || a->verify != b->verify || a->verify_rtol != b->verify_rtol ||
+        a->weight_energy != b->weight_energy || a->winograd != b->winograd || a->verify != b->verify || a->verify_rtol != b->verify_rtol ||
         a->verify_atol != b->verify_atol || !str_eq(a->hardware_cache, b->hardware_cache) ||
         a->peak_gflops != b->peak_gflops || a->bandwidth_gbs != b->bandwidth_gbs)
         return 0;
@@ -50,6 +50,7 @@ AF_TEST(config_defaults) {
     CHECK_EQ_INT(c.strategy, AF_STRATEGY_AUTO);
     CHECK_EQ_INT(c.n_rule_files, 0);
     CHECK(c.weight_latency == 1.0 && c.weight_memory == 0.25 && c.weight_energy == 0.1);
+    CHECK(c.winograd);
     CHECK(!c.verify);
     CHECK(c.verify_rtol == 1e-3 && c.verify_atol == 1e-4);
     CHECK(c.hardware_cache == NULL);
@@ -88,6 +89,7 @@ static const char full_json[] =
     "  \"strategy\": \"temporal\",\n"
     "  \"rules\": [\"my.rules\", \"/abs/other.rules\"],\n"
     "  \"cost_weights\": {\"latency\": 2.0, \"memory\": 0, \"energy\": 0.5},\n"
+    "  \"winograd\": false,\n"
     "  \"verify\": true,\n"
     "  \"verify_tolerance\": {\"rtol\": 0.01, \"atol\": 0},\n"
     "  \"hardware\": {\"cache_file\": \"hw.cache\", \"peak_gflops\": 1200.5, \"bandwidth_gbs\": 80}\n"
@@ -120,6 +122,7 @@ static void check_full(const af_fusion_config *c, const char *dir, const char *a
     CHECK(c->n_rule_files == 2 && str_eq(c->rule_files[0], want));
     CHECK(c->n_rule_files == 2 && str_eq(c->rule_files[1], abs_rules));
     CHECK(c->weight_latency == 2.0 && c->weight_memory == 0 && c->weight_energy == 0.5);
+    CHECK(!c->winograd);
     CHECK(c->verify);
     CHECK(c->verify_rtol == 0.01 && c->verify_atol == 0);
     snprintf(want, sizeof want, "%shw.cache", dir);
@@ -406,6 +409,7 @@ static const struct {
     {"{\"resource_constraints\": {\"max_mem_usage\": true}}", "resource_constraints.max_mem_usage: expected"},
     {"{\"enable_dynamic_shape\": 1}", "enable_dynamic_shape: expected true or false, got 1"},
     {"{\"lite_mode\": \"false\"}", "lite_mode: expected true or false"},
+    {"{\"winograd\": 0}", "winograd: expected true or false, got 0"},
     {"{\"verify\": null}", "verify: expected true or false, got null"},
     {"{\"strategy\": 1}", "strategy: expected one of auto, conservative, temporal, aggressive"},
     {"{\"rules\": \"a.rules\"}", "rules: expected an array"},

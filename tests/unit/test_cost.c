@@ -26,6 +26,7 @@ static void fixed_hw(af_hw_model *hw) {
     memset(hw, 0, sizeof *hw);
     snprintf(hw->cpu_model, sizeof hw->cpu_model, "test");
     hw->isa = AF_ISA_AVX2;
+    hw->winograd = true;
     hw->n_cores = hw->n_cores_probed = 1;
     hw->l1d = 32 << 10;
     hw->l2 = 1 << 20;
@@ -150,6 +151,7 @@ AF_TEST(cost_node_flops_and_roofline) {
     const af_graph *g = m->graph;
     af_hw_model hw;
     fixed_hw(&hw);
+    int winograd = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const af_node *n = &g->nodes[i];
         af_node_cost nc;
@@ -162,11 +164,26 @@ AF_TEST(cost_node_flops_and_roofline) {
             double macs = (double)af_tensor_numel(y) * (double)(af_tensor_numel(w) / w->dims[0]);
             double bias = n->n_inputs > 2 && n->inputs[2] >= 0 ? (double)af_tensor_numel(y) : 0;
             CHECK_NEAR(nc.flops, 2 * macs + bias, 0, 1e-12);
+            /* Config "winograd": false prices the 3x3 stride-1 convs as the direct kernel. */
+            af_hw_model direct = hw;
+            direct.winograd = false;
+            af_node_cost dc;
+            af_cost_node(g, &direct, i, &dc);
+            const double ratio = nc.compute_us / dc.compute_us;
+            if (w->dims[2] == 3 && ratio < 1) {
+                winograd++;
+                if (fabs(ratio - AF_COST_EFF_CONV_KXK / AF_COST_EFF_WINOGRAD_4) > 1e-9 &&
+                    fabs(ratio - AF_COST_EFF_CONV_KXK / AF_COST_EFF_WINOGRAD_2) > 1e-9)
+                    af_test_fail(__FILE__, __LINE__, "conv %d: Winograd priced at %g of the direct kernel", i, ratio);
+            } else {
+                CHECK_NEAR(ratio, 1, 0, 1e-12);
+            }
         } else if (n->op == AF_OP_RELU) {
             CHECK_NEAR(nc.flops, (double)af_tensor_numel(&g->values[n->outputs[0]].t), 0, 1e-12);
             CHECK_NEAR(nc.bytes, 2.0 * 4 * (double)af_tensor_numel(&g->values[n->outputs[0]].t), 0, 1e-12);
         }
     }
+    CHECK_EQ_INT(winograd, 2); /* its two 3x3 stride-1 convs, as the runtime runs them (test_winograd_config.c) */
     af_model_free(m);
 }
 

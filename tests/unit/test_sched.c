@@ -91,7 +91,7 @@ AF_TEST(sched_fused_chains_match_unfused_on_fixtures) {
         af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 1};
         af_exec_plan fused, plain;
         CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
-        CHECK(af_exec_plan_unfused(g, af_cpu_isa(), 1, false, NULL, &plain, NULL) == AF_OK);
+        CHECK(af_exec_plan_unfused(g, af_cpu_isa(), 1, false, false, NULL, &plain, NULL) == AF_OK);
         int built = 0;
         for (int k = 0; k < cs.n; k++) {
             if (cs.items[k].accepted) built++;
@@ -193,7 +193,7 @@ AF_TEST(sched_fused_attention_matches_unfused_on_bert) {
         af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 3};
         af_exec_plan fused, plain;
         CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
-        CHECK(af_exec_plan_unfused(g, af_cpu_isa(), 1, false, NULL, &plain, NULL) == AF_OK);
+        CHECK(af_exec_plan_unfused(g, af_cpu_isa(), 1, false, false, NULL, &plain, NULL) == AF_OK);
         /* With symbolic batch and sequence the head split is a run-time Reshape whose target is
          * Concat(dims 0 and 1 of Shape(x), H, D): its form proves the layout, so it fuses too. */
         for (int k = 0; k < cs.n; k++) {

@@ -327,7 +327,7 @@ static int winograd_tile(const af_graph *g, const af_node *n, const af_tensor *w
                                  wt->dims[0], y->dims[2], y->dims[3], n_threads);
 }
 
-static double efficiency(const af_graph *g, const af_node *n, int n_threads) {
+static double efficiency(const af_graph *g, const af_node *n, const af_hw_model *hw) {
     switch (n->op) {
     case AF_OP_CONV:
     case AF_OP_CONV_TRANSPOSE: {
@@ -335,7 +335,7 @@ static double efficiency(const af_graph *g, const af_node *n, int n_threads) {
         const af_tensor *wt = w >= 0 ? &g->values[w].t : NULL;
         if (!wt || wt->rank < 3) return AF_COST_EFF_CONV_KXK;
         if (n->op == AF_OP_CONV && af_node_attr_int(n, "group", 1) > 1 && wt->dims[1] == 1) return AF_COST_EFF_DEPTHWISE;
-        const int wino = winograd_tile(g, n, wt, n_threads);
+        const int wino = hw->winograd ? winograd_tile(g, n, wt, hw->n_cores) : 0;
         if (wino) return wino == 4 ? AF_COST_EFF_WINOGRAD_4 : AF_COST_EFF_WINOGRAD_2;
         int64_t k = 1;
         for (int d = 2; d < wt->rank; d++) k *= wt->dims[d];
@@ -379,7 +379,7 @@ static void node_cost(const af_graph *g, const af_hw_model *hw, int i, af_node_c
     const af_node *n = &g->nodes[i];
     out->flops = node_flops(g, n, nominal);
     out->bytes = node_bytes(g, n, nominal);
-    out->compute_us = compute_us(hw, out->flops, efficiency(g, n, hw->n_cores));
+    out->compute_us = compute_us(hw, out->flops, efficiency(g, n, hw));
     out->memory_us = memory_us(hw, out->bytes);
     out->fixed_us = gemm_like(n) ? AF_COST_FIXED_GEMM_US : AF_COST_FIXED_VECTOR_US;
     out->time_us = fmax(out->compute_us, out->memory_us) + out->fixed_us + hw->kernel_overhead_us;

@@ -534,6 +534,7 @@ void af_hw_model_default(af_hw_model *hw) {
     const af_cpu_info *ci = af_cpu_info_get();
     read_cpu_model(hw->cpu_model, sizeof hw->cpu_model);
     hw->isa = ci->isa;
+    hw->winograd = true;
     hw->n_cores = hw->n_cores_probed = af_cpu_count();
     hw->l1d = ci->l1d;
     hw->l2 = ci->l2;
@@ -612,6 +613,7 @@ static void use_bandwidths(af_hw_model *hw, const cache_values *cv, af_hw_source
 af_status af_hw_model_probe(const af_fusion_config *cfg, af_hw_model *hw, af_error *err) {
     if (!hw) return af_errorf(err, AF_ERR_INVALID_ARGUMENT, "af_hw_model_probe: NULL model");
     af_hw_model_default(hw);
+    if (cfg) hw->winograd = cfg->winograd;
     const bool lite = cfg && cfg->lite_mode;
     const double cfg_peak = cfg && positive(cfg->peak_gflops) ? cfg->peak_gflops : 0;
     const double cfg_bw = cfg && positive(cfg->bandwidth_gbs) ? cfg->bandwidth_gbs : 0;

@@ -51,6 +51,7 @@ typedef enum af_hw_source {
 typedef struct af_hw_model {
     char cpu_model[96];       /* /proc/cpuinfo "model name", or "unknown" */
     af_isa isa;               /* the level the fast kernels use (af_cpu_isa()) */
+    bool winograd;            /* the runtime may run 3x3 convs on Winograd (config "winograd") */
     int n_cores;              /* threads the estimates assume: the affinity mask's CPUs, or as scaled */
     int n_cores_probed;       /* CPUs in the affinity mask when probed */
     size_t l1d, l2, l3;       /* bytes per core (l3: this core's share of the shared L3) */

@@ -23,6 +23,7 @@
 
 typedef struct af_verify_options {
     af_isa isa;
+    bool no_winograd;          /* the unfused run's convs on the direct kernels, as the plan's */
     double rtol, atol;         /* a value passes when |fused - unfused| <= atol + rtol |unfused| */
     const af_limits *limits;   /* for the runs; NULL: the defaults */
 } af_verify_options;

@@ -251,7 +251,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         const bool gemm_1x1 =
             s->kh == 1 && s->kw == 1 && oh * ow >= 256 && !af_conv_implicit_channel_rows(req->isa, cin, cout);
         const int n_threads = req->n_threads > 0 ? req->n_threads : 1;
-        const int wino_m = getenv("AF_NO_WINOGRAD") || oh < 1 || ow < 1
+        const int wino_m = req->no_winograd || getenv("AF_NO_WINOGRAD") || oh < 1 || ow < 1
                                ? 0
                                : af_conv_winograd_tile(&geo, s->kh, s->kw, groups, cin, cout, oh, ow, n_threads);
         if (wino_m) {
