@@ -449,10 +449,12 @@ done:
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
-        return 0;
-    }
+    /* "autofusion --help" and "autofusion run --help": the usage, not a model named --help. */
+    for (int i = 1; i < argc && i <= 2; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
     if (argc >= 3 && !strcmp(argv[1], "inspect")) return cmd_inspect(argv[2]);
     if (argc >= 3 && !strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2, CMD_RUN);
     if (argc >= 3 && !strcmp(argv[1], "bench")) return cmd_run(argc - 2, argv + 2, CMD_BENCH);

@@ -28,6 +28,12 @@ check "written output equals the ONNX reference byte for byte" $?
 
 "$AF" run $M/model.onnx >"$tmp/rand.txt" 2>&1; check "run with random inputs exits 0" $?
 
+for cmd in --help "run --help" "bench -h" "fuse --help" "inspect --help"; do
+    # shellcheck disable=SC2086
+    "$AF" $cmd >"$tmp/help.txt" 2>&1 && grep -q '^usage: autofusion inspect' "$tmp/help.txt"
+    check "autofusion $cmd prints the usage and exits 0" $?
+done
+
 "$AF" run /nonexistent.onnx >/dev/null 2>"$tmp/err.txt"; rc=$?
 [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err.txt")" -eq 1 ] && grep -q 'nonexistent' "$tmp/err.txt"
 check "missing model: non-zero exit and a one-line error naming it" $?
