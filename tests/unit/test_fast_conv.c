@@ -424,3 +424,56 @@ AF_TEST(fast_conv_phase_planes_match_strided_plane) {
                         }
     }
 }
+
+/* Long sums (K = 4608 and 4096): the tile kernels add their accumulators into a running total
+ * every AF_CONV_FLUSH_K k steps, so the RMS error against the double reference stays near ONNX
+ * Runtime's (2.1e-7 of |y| about 1, bench/conv_accuracy.py): 3.0e-7 on every ISA and case here.
+ * With the flush moved past K (one run of FMAs, as before it existed) it was 1.13-1.18e-6. */
+AF_TEST(fast_conv_long_sums_stay_accurate) {
+    const struct {
+        int64_t cin, cout, side, k, stride, pad;
+    } cases[] = {
+        {512, 32, 15, 3, 2, 0}, /* implicit GEMM, pixel rows: 7x7 out */
+        {512, 8, 7, 3, 1, 1},   /* implicit GEMM, channel rows (AVX-512): too few channels for Winograd */
+        {4096, 32, 7, 1, 1, 0}, /* 1x1 on a 7x7 plane: the implicit kernel, one tap */
+    };
+    af_isa isas[AF_ISA_COUNT];
+    const int n_isa = fx_isas(isas);
+    for (int i = 0; i < n_isa; i++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const int64_t K = cases[c].cin * cases[c].k * cases[c].k;
+            const float a = (float)sqrt(3.0 / (double)K); /* weights of variance 1 / K: |y| about 1 */
+            fx f;
+            fx_init(&f, AF_OP_CONV, 17);
+            fx_input(&f, fx_rand(4, (int64_t[]){1, cases[c].cin, cases[c].side, cases[c].side}, -1, 1, 21), false);
+            fx_input(&f, fx_rand(4, (int64_t[]){cases[c].cout, cases[c].cin, cases[c].k, cases[c].k}, -a, a, 22), true);
+            fx_ints(&f, "strides", 2, (int64_t[]){cases[c].stride, cases[c].stride});
+            fx_ints(&f, "pads", 4, (int64_t[]){cases[c].pad, cases[c].pad, cases[c].pad, cases[c].pad});
+            fx_outputs(&f, 1, 1);
+            af_kernel k;
+            af_tensor ref[FX_MAX_OUT] = {{0}}, got[FX_MAX_OUT] = {{0}};
+            if (fx_prepare(&f, isas[i], &k)) {
+                if (fx_run_reference(&f, ref) == AF_OK && fx_run_fast(&f, &k, NULL, got) == AF_OK) {
+                    const float *r = ref[0].data, *g = got[0].data;
+                    double err = 0, mag = 0;
+                    const int64_t n = af_tensor_numel(&ref[0]);
+                    for (int64_t e = 0; e < n; e++) {
+                        err += ((double)g[e] - r[e]) * ((double)g[e] - r[e]);
+                        mag += (double)r[e] * r[e];
+                    }
+                    const double rel = sqrt(err / mag);
+                    if (!(rel < 5e-7))
+                        af_test_fail(__FILE__, __LINE__, "%s %s, K = %lld: RMS error %.3g of |y|, want < 5e-7", k.name,
+                                     af_isa_name(isas[i]), (long long)K, rel);
+                } else {
+                    af_test_fail(__FILE__, __LINE__, "a run failed: %s", f.err.message);
+                }
+                fx_free_outputs(&f, ref);
+                fx_free_outputs(&f, got);
+                af_kernel_release(&k);
+            } else {
+                af_test_fail(__FILE__, __LINE__, "case %zu: no fast kernel", c);
+            }
+            fx_free(&f);
+        }
+}

@@ -68,6 +68,19 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
 #undef EACH
 }
 
+/* Blocked summation (AF_CONV_FLUSH_K), as in gemm_avx512.c. total is read only once `flushed`
+ * says it was written, which GCC cannot follow. */
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define EACH_ACC(MR_, NV)                                                                          \
+    _Pragma("GCC unroll 8") for (int i_ = 0; i_ < (MR_); i_++)                                     \
+        _Pragma("GCC unroll 2") for (int v_ = 0; v_ < (NV); v_++)
+#define FLUSH_TILE(MR_, NV, acc, total, flushed)                                                   \
+    EACH_ACC(MR_, NV) {                                                                            \
+        (total)[i_][v_] = (flushed) ? _mm256_add_ps((total)[i_][v_], (acc)[i_][v_]) : (acc)[i_][v_]; \
+        (acc)[i_][v_] = _mm256_setzero_ps();                                                       \
+    }
+#define ADD_TOTAL(MR_, NV, acc, total) EACH_ACC(MR_, NV)(acc)[i_][v_] = _mm256_add_ps((total)[i_][v_], (acc)[i_][v_])
+
 /* MR_ rows (<= MR) by NV vectors of 8 columns from full-width A panels; inlined with constants. */
 TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, const int NV,
                                                                  const af_gemm_tile_args *t) {
@@ -132,27 +145,37 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
     const int taps = t->taps;
     const int32_t *off = t->tap_off;
     const int64_t chan_ld = t->chan_ld, nch = t->kc / taps, pf_ld = t->pf_ld;
-    __m256 acc[MR][2];
+    const int64_t flush_ch = AF_CONV_FLUSH_K / taps > 0 ? AF_CONV_FLUSH_K / taps : 1;
+    const int64_t ahead_ld = af_conv_prefetch_channels(taps) * chan_ld; /* a division: not per channel */
+    __m256 acc[MR][2], total[MR][2];
+    bool flushed = false;
 #pragma GCC unroll 6
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) acc[i][v] = _mm256_setzero_ps();
-    for (int64_t ch = 0; ch < nch; ch++, a += chan_ld) {
-        const float *ahead = a + af_conv_prefetch_channels(taps) * chan_ld; /* prefetches never fault */
-        for (int j = 0; j < taps; j++, b += NR) {
-            const float *aj = a + off[j];
-            const __m256 b0 = _mm256_loadu_ps(b), b1 = NV > 1 ? _mm256_loadu_ps(b + 8) : b0;
+    for (int64_t ch0 = 0; ch0 < nch; ch0 += flush_ch) {
+        if (ch0 > 0) {
+            FLUSH_TILE(MR_, NV, acc, total, flushed);
+            flushed = true;
+        }
+        for (int64_t ch = ch0, ch1 = nch - ch0 < flush_ch ? nch : ch0 + flush_ch; ch < ch1; ch++, a += chan_ld) {
+            const float *ahead = a + ahead_ld; /* prefetches never fault */
+            for (int j = 0; j < taps; j++, b += NR) {
+                const float *aj = a + off[j];
+                const __m256 b0 = _mm256_loadu_ps(b), b1 = NV > 1 ? _mm256_loadu_ps(b + 8) : b0;
 #pragma GCC unroll 6
-            for (int i = 0; i < MR_; i++) {
-                const __m256 ai = _mm256_broadcast_ss(aj + i);
-                acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-                if (NV > 1) acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+                for (int i = 0; i < MR_; i++) {
+                    const __m256 ai = _mm256_broadcast_ss(aj + i);
+                    acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+                    if (NV > 1) acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+                }
+                _mm_prefetch((const char *)(ahead + off[j]), _MM_HINT_T0);
+                _mm_prefetch((const char *)pf, _MM_HINT_T1);
+                pf += pf_ld;
             }
-            _mm_prefetch((const char *)(ahead + off[j]), _MM_HINT_T0);
-            _mm_prefetch((const char *)pf, _MM_HINT_T1);
-            pf += pf_ld;
         }
     }
+    if (flushed) ADD_TOTAL(MR_, NV, acc, total);
     float tile[MR][NR];
 #pragma GCC unroll 6
     for (int i = 0; i < MR_; i++)

@@ -82,6 +82,20 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
 #undef EACH
 }
 
+/* Blocked summation (AF_CONV_FLUSH_K): the accumulators go into the running total and restart
+ * from zero; at the end the total is added back. total stays in memory (L1), out of the k loop's
+ * registers. It is read only once `flushed` says it was written, which GCC cannot follow. */
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define EACH_ACC(MR_, NV)                                                                          \
+    _Pragma("GCC unroll 14") for (int i_ = 0; i_ < (MR_); i_++)                                    \
+        _Pragma("GCC unroll 3") for (int v_ = 0; v_ < (NV); v_++)
+#define FLUSH_TILE(MR_, NV, acc, total, flushed)                                                   \
+    EACH_ACC(MR_, NV) {                                                                            \
+        (total)[i_][v_] = (flushed) ? _mm512_add_ps((total)[i_][v_], (acc)[i_][v_]) : (acc)[i_][v_]; \
+        (acc)[i_][v_] = _mm512_setzero_ps();                                                       \
+    }
+#define ADD_TOTAL(MR_, NV, acc, total) EACH_ACC(MR_, NV)(acc)[i_][v_] = _mm512_add_ps((total)[i_][v_], (acc)[i_][v_])
+
 /* The row kernel: MR_ rows (<= PMR) by NV vectors of 16 columns (<= PNR); A panels have the
  * full PMR width, B rows the tile's PNR. Inlined with constants so the accumulators live in
  * registers. */
@@ -267,29 +281,39 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
     const int taps = t->taps;
     const int32_t *off = t->tap_off;
     const int64_t chan_ld = t->chan_ld, nch = t->kc / taps, pf_ld = t->pf_ld;
-    __m512 acc[MR][2];
+    const int64_t flush_ch = AF_CONV_FLUSH_K / taps > 0 ? AF_CONV_FLUSH_K / taps : 1;
+    const int64_t ahead_ld = af_conv_prefetch_channels(taps) * chan_ld; /* a division: not per channel */
+    __m512 acc[MR][2], total[MR][2];
+    bool flushed = false;
 #pragma GCC unroll 14
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
-    for (int64_t ch = 0; ch < nch; ch++, a += chan_ld) {
-        const float *ahead = a + af_conv_prefetch_channels(taps) * chan_ld; /* prefetches never fault */
-        for (int j = 0; j < taps; j++, b += NR) {
-            const float *aj = a + off[j];
-            const __m512 b0 = _mm512_loadu_ps(b), b1 = NV > 1 ? _mm512_loadu_ps(b + 16) : b0;
+    for (int64_t ch0 = 0; ch0 < nch; ch0 += flush_ch) {
+        if (ch0 > 0) {
+            FLUSH_TILE(MR_, NV, acc, total, flushed);
+            flushed = true;
+        }
+        for (int64_t ch = ch0, ch1 = nch - ch0 < flush_ch ? nch : ch0 + flush_ch; ch < ch1; ch++, a += chan_ld) {
+            const float *ahead = a + ahead_ld; /* prefetches never fault */
+            for (int j = 0; j < taps; j++, b += NR) {
+                const float *aj = a + off[j];
+                const __m512 b0 = _mm512_loadu_ps(b), b1 = NV > 1 ? _mm512_loadu_ps(b + 16) : b0;
 #pragma GCC unroll 14
-            for (int i = 0; i < MR_; i++) {
-                const __m512 ai = _mm512_set1_ps(aj[i]);
-                acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-                if (NV > 1) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+                for (int i = 0; i < MR_; i++) {
+                    const __m512 ai = _mm512_set1_ps(aj[i]);
+                    acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+                    if (NV > 1) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+                }
+                _mm_prefetch((const char *)(ahead + off[j]), _MM_HINT_T0);
+                _mm_prefetch((const char *)(ahead + off[j] + MR_ - 1), _MM_HINT_T0); /* the pixels may span two lines */
+                _mm_prefetch((const char *)pf, _MM_HINT_T1);
+                _mm_prefetch((const char *)(pf + 16), _MM_HINT_T1);
+                pf += pf_ld;
             }
-            _mm_prefetch((const char *)(ahead + off[j]), _MM_HINT_T0);
-            _mm_prefetch((const char *)(ahead + off[j] + MR_ - 1), _MM_HINT_T0); /* the pixels may span two lines */
-            _mm_prefetch((const char *)pf, _MM_HINT_T1);
-            _mm_prefetch((const char *)(pf + 16), _MM_HINT_T1);
-            pf += pf_ld;
         }
     }
+    if (flushed) ADD_TOTAL(MR_, NV, acc, total);
     float *restrict c = t->c;
     const int64_t ldc = t->ldc;
     const af_gemm_fused *f = t->fused;
@@ -327,26 +351,35 @@ TARGET static inline __attribute__((always_inline)) void conv_rows_kernel(const 
     const int32_t *off = t->tap_off;
     const int64_t chan_ld = t->chan_ld, nch = t->kc / taps;
     const __mmask16 last = (__mmask16)((1u << (t->nr - 16 * (NV - 1))) - 1u);
-    __m512 acc[MR][MAX_NV];
+    const int64_t flush_ch = AF_CONV_FLUSH_K / taps > 0 ? AF_CONV_FLUSH_K / taps : 1;
+    __m512 acc[MR][MAX_NV], total[MR][MAX_NV];
+    bool flushed = false;
 #pragma GCC unroll 8
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
-    for (int64_t ch = 0; ch < nch; ch++, b += chan_ld) {
-        for (int j = 0; j < taps; j++, a += WIDE_MR) {
-            const float *bj = b + off[j];
-            __m512 bv[MAX_NV];
+    for (int64_t ch0 = 0; ch0 < nch; ch0 += flush_ch) {
+        if (ch0 > 0) {
+            FLUSH_TILE(MR_, NV, acc, total, flushed);
+            flushed = true;
+        }
+        for (int64_t ch = ch0, ch1 = nch - ch0 < flush_ch ? nch : ch0 + flush_ch; ch < ch1; ch++, b += chan_ld) {
+            for (int j = 0; j < taps; j++, a += WIDE_MR) {
+                const float *bj = b + off[j];
+                __m512 bv[MAX_NV];
 #pragma GCC unroll 3
-            for (int v = 0; v < NV; v++)
-                bv[v] = v < NV - 1 ? _mm512_loadu_ps(bj + 16 * v) : _mm512_maskz_loadu_ps(last, bj + 16 * v);
+                for (int v = 0; v < NV; v++)
+                    bv[v] = v < NV - 1 ? _mm512_loadu_ps(bj + 16 * v) : _mm512_maskz_loadu_ps(last, bj + 16 * v);
 #pragma GCC unroll 8
-            for (int i = 0; i < MR_; i++) {
-                const __m512 ai = _mm512_set1_ps(a[i]);
+                for (int i = 0; i < MR_; i++) {
+                    const __m512 ai = _mm512_set1_ps(a[i]);
 #pragma GCC unroll 3
-                for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+                    for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+                }
             }
         }
     }
+    if (flushed) ADD_TOTAL(MR_, NV, acc, total);
     store_tile(MR_, NV, acc, t);
 }
 

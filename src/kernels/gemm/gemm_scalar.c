@@ -27,6 +27,15 @@ void af_gemm_pack_scalar(const float *src, int64_t ld, int lanes_contiguous, int
     }
 }
 
+/* Blocked summation (AF_CONV_FLUSH_K): acc goes into total, which then holds the sum so far. */
+static void flush(float acc[MR][NR], float total[MR][NR]) {
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) {
+            total[i][j] += acc[i][j];
+            acc[i][j] = 0.0f;
+        }
+}
+
 /* The portable tile function (no prefetching, no fused steps: the reference applier runs after). */
 void af_f32_gemm_ukernel_4x4__scalar(const af_gemm_tile_args *t) {
     const float *a = t->a, *b = t->b;
@@ -49,14 +58,17 @@ void af_f32_gemm_ukernel_4x4__scalar(const af_gemm_tile_args *t) {
 /* The portable convolution tile (see af_gemm_isa_cfg.conv_tile), stored transposed. */
 static void conv_tile_scalar(const af_gemm_tile_args *t) {
     const float *b = t->b;
-    float acc[MR][NR] = {{0}};
+    const int64_t flush_k = AF_CONV_FLUSH_K / t->taps > 0 ? AF_CONV_FLUSH_K / t->taps * t->taps : t->taps;
+    float acc[MR][NR] = {{0}}, total[MR][NR] = {{0}};
     for (int64_t k = 0; k < t->kc; k++, b += NR) {
+        if (k > 0 && k % flush_k == 0) flush(acc, total);
         const float *a = t->a + k / t->taps * t->chan_ld + t->tap_off[k % t->taps];
         for (int i = 0; i < t->mr; i++)
             for (int j = 0; j < NR; j++) acc[i][j] += a[i] * b[j];
     }
+    flush(acc, total);
     for (int j = 0; j < t->nr; j++)
-        for (int i = 0; i < t->mr; i++) t->c[j * t->ldc + i] = acc[i][j];
+        for (int i = 0; i < t->mr; i++) t->c[j * t->ldc + i] = total[i][j];
 }
 
 const af_gemm_isa_cfg af_gemm_cfg_scalar = {
