@@ -10,16 +10,19 @@ the same model can be rebuilt bit-for-bit later by --check.
   export_models.py --list
   export_models.py --model NAME --out DIR [--opset N] [--dynamic-batch] [--seed S]
   export_models.py --check DIR [DIR...] [--rtol R] [--atol A]
+  export_models.py --accuracy DIR [GOT_DIR...] [--rtol R] [--atol A]
   export_models.py --summary DIR [DIR...] [--json]
 
---model writes DIR/model.onnx and DIR/model.json.  model.json records how the
-model was built (arch, seed, opset, dynamic) and how ort_run.js should
-generate its inputs (integer ranges, mask padding, concrete sizes for
-symbolic dims).
+--model NAME takes a name from --list, or tv:NAME for any torchvision
+classification or segmentation model (models/sweep.sh).  It writes
+DIR/model.onnx and DIR/model.json.  model.json records how the model was built
+(arch, seed, opset, dynamic) and how ort_run.js should generate its inputs
+(integer ranges, mask padding, concrete sizes for symbolic dims).
 """
 
 import argparse
 import collections
+import contextlib
 import json
 import math
 import os
@@ -415,13 +418,54 @@ ARCHS = {
 }
 
 
+class _SegmentationOut(nn.Module):
+    """torchvision's segmentation models return {"out": ...}; export that tensor."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def _torchvision_model(name):
+    """tv:NAME: any torchvision classification or segmentation model by its builder's name, with
+    seeded random weights (its input 1x3x224x224, 299x299 for inception_v3)."""
+    side = 299 if name == "inception_v3" else 224
+    kwargs = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
+    if hasattr(torchvision.models.segmentation, name):
+        model = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None,
+                                                                aux_loss=False)
+        model = _SegmentationOut(model)
+    elif hasattr(torchvision.models, name) and name[0].islower():
+        model = getattr(torchvision.models, name)(weights=None, **kwargs)
+    else:
+        raise SystemExit("tv:%s: torchvision %s has no such model" % (name, torchvision.__version__))
+    with torch.no_grad():
+        for m in model.modules():  # ViT's head starts at zero: its output would be its bias alone
+            if isinstance(m, (nn.Conv2d, nn.Linear)) and not m.weight.any():
+                m.weight.normal_(0.0, 0.02)
+    return model, (1, 3, side, side)
+
+
+def describe(arch):
+    if arch.startswith("tv:"):
+        return "torchvision %s, seeded random weights (models/sweep.sh)" % arch[3:]
+    return ARCHS[arch]
+
+
 def build(arch, seed):
     """Return (model in eval mode, spec dict).  Deterministic for a seed."""
     prev_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # reductions in BN calibration: bit-reproducible
     try:
         torch.manual_seed(seed)
-        if arch == "resnet50":
+        if arch.startswith("tv:"):
+            model, shape = _torchvision_model(arch[3:])
+            _randomize_cnn(model, shape[1:], calib_batches=1, calib_batch=2)
+            spec = _cnn_spec(shape)
+        elif arch == "resnet50":
             shape = (1, 3, 224, 224)
             model = torchvision.models.resnet50(weights=None)
             _randomize_cnn(model, shape[1:], calib_batches=1, calib_batch=2)
@@ -519,7 +563,10 @@ def export(arch, out_dir, opset, seed, dynamic, keep_bn=False, data_dims=None):
         # stay (inference mode) and constant folding still runs.
         kwargs["training"] = torch.onnx.TrainingMode.PRESERVE
     t1 = time.time()
-    with torch.no_grad(), warnings.catch_warnings():
+    # Under no_grad, torch 1.13's nn.MultiheadAttention (torchvision's ViT) takes its fused fast
+    # path, which does not export; with autograd on it runs the plain ops.
+    grad = contextlib.nullcontext() if arch.startswith("tv:") else torch.no_grad()
+    with grad, warnings.catch_warnings():
         # PRESERVE + constant folding warns about training-mode exports; the
         # model is in eval() so folding cannot change any parameter here.
         warnings.filterwarnings("ignore", message="It is recommended that constant folding")
@@ -536,7 +583,7 @@ def export(arch, out_dir, opset, seed, dynamic, keep_bn=False, data_dims=None):
 
     meta = {
         "arch": arch,
-        "description": ARCHS[arch],
+        "description": describe(arch),
         "seed": seed,
         "opset": opset,
         "dynamic": bool(dynamic),
@@ -626,6 +673,54 @@ def check(out_dir, rtol, atol):
     return ok
 
 
+def accuracy(out_dir, got_dirs, rtol, atol):
+    """ONNX Runtime's outputs of test_data_set_0 (output_K.pb) and those of each folder in
+    got_dirs (NAME.pb, as `autofusion run --output-dir` writes them) against the model run in
+    torch at float64: max and mean |error|, and for each folder the values beyond rtol/atol of
+    ONNX Runtime's.  True when no folder has any."""
+    with open(os.path.join(out_dir, "model.json")) as f:
+        meta = json.load(f)
+    model, spec = build(meta["arch"], meta["seed"])
+    model = model.double()
+    sd = os.path.join(out_dir, "test_data_set_0")
+    args = []
+    for k, inp in enumerate(spec["inputs"]):
+        _, arr = _load_pb(os.path.join(sd, "input_%d.pb" % k))
+        arr = arr.astype(np.float64) if arr.dtype == np.float32 else arr
+        args.append(torch.from_numpy(np.array(arr, copy=True)))
+    with torch.no_grad():
+        res = model(*args)
+    if isinstance(res, torch.Tensor):
+        res = (res,)
+    ok = True
+    for k, name in enumerate(spec["outputs"]):
+        truth = res[k].numpy()
+        _, ort = _load_pb(os.path.join(sd, "output_%d.pb" % k))
+        rows = [("onnxruntime", ort)]
+        for d in got_dirs:
+            path = os.path.join(d, name + ".pb")
+            if not os.path.exists(path):
+                print("  %s: missing" % path)
+                ok = False
+                continue
+            rows.append((d, _load_pb(path)[1]))
+        for label, got in rows:
+            if got.shape != truth.shape:
+                print("  %s %s: shape %s, torch %s" % (label, name, list(got.shape), list(truth.shape)))
+                ok = False
+                continue
+            err = np.abs(got.astype(np.float64) - truth)
+            line = "  %-40s %-10s vs float64: max %.3g mean %.3g" % (label, name, err.max(), err.mean())
+            if label != "onnxruntime":
+                d = np.abs(got.astype(np.float64) - ort.astype(np.float64))
+                beyond = int(np.sum(~(d <= atol + rtol * np.abs(ort.astype(np.float64)))))
+                line += "; vs onnxruntime: max %.3g, %d of %d beyond rtol %g atol %g" % (
+                    d.max(), beyond, d.size, rtol, atol)
+                ok = ok and beyond == 0
+            print(line)
+    return ok
+
+
 # ---------------------------------------------------------------------------
 # Summary: opset, op histogram, sizes
 # ---------------------------------------------------------------------------
@@ -684,6 +779,9 @@ def main():
                          "them into Conv)")
     ap.add_argument("--check", nargs="+", metavar="DIR",
                     help="compare DIR/test_data_set_*/output_K.pb with torch")
+    ap.add_argument("--accuracy", nargs="+", metavar="DIR",
+                    help="DIR [GOT_DIR...]: ONNX Runtime's outputs in DIR/test_data_set_0 and each "
+                         "GOT_DIR's NAME.pb against torch at float64")
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--summary", nargs="+", metavar="DIR",
@@ -717,6 +815,8 @@ def main():
                                                        time.time() - t0))
             ok = ok and r
         return 0 if ok else 1
+    if a.accuracy:
+        return 0 if accuracy(a.accuracy[0], a.accuracy[1:], a.rtol, a.atol) else 1
     if a.summary:
         rows = [summary(d) for d in a.summary]
         if a.json:
