@@ -68,18 +68,12 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
 #undef EACH
 }
 
-/* Blocked summation (AF_CONV_FLUSH_K), as in gemm_avx512.c. total is read only once `flushed`
- * says it was written, which GCC cannot follow. */
+/* Blocked summation in the conv kernel (AF_CONV_FLUSH_K, gemm_internal.h). total is read only
+ * once `flushed` says it was written, which GCC cannot follow. */
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define EACH_ACC(MR_, NV)                                                                          \
-    _Pragma("GCC unroll 8") for (int i_ = 0; i_ < (MR_); i_++)                                     \
-        _Pragma("GCC unroll 2") for (int v_ = 0; v_ < (NV); v_++)
-#define FLUSH_TILE(MR_, NV, acc, total, flushed)                                                   \
-    EACH_ACC(MR_, NV) {                                                                            \
-        (total)[i_][v_] = (flushed) ? _mm256_add_ps((total)[i_][v_], (acc)[i_][v_]) : (acc)[i_][v_]; \
-        (acc)[i_][v_] = _mm256_setzero_ps();                                                       \
-    }
-#define ADD_TOTAL(MR_, NV, acc, total) EACH_ACC(MR_, NV)(acc)[i_][v_] = _mm256_add_ps((total)[i_][v_], (acc)[i_][v_])
+#define FLUSH_TILE(ROWS, NV, acc, total, flushed) \
+    AF_FLUSH_TILE(_mm256_add_ps, _mm256_setzero_ps, ROWS, NV, acc, total, flushed)
+#define ADD_TOTAL(ROWS, NV, acc, total) AF_ADD_TOTAL(_mm256_add_ps, ROWS, NV, acc, total)
 
 /* MR_ rows (<= MR) by NV vectors of 8 columns from full-width A panels; inlined with constants. */
 TARGET static inline __attribute__((always_inline)) void ukernel(const int MR_, const int NV,

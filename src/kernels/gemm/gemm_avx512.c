@@ -82,19 +82,12 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int MR
 #undef EACH
 }
 
-/* Blocked summation (AF_CONV_FLUSH_K): the accumulators go into the running total and restart
- * from zero; at the end the total is added back. total stays in memory (L1), out of the k loop's
- * registers. It is read only once `flushed` says it was written, which GCC cannot follow. */
+/* Blocked summation in the conv kernels (AF_CONV_FLUSH_K, gemm_internal.h). total is read only
+ * once `flushed` says it was written, which GCC cannot follow. */
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define EACH_ACC(MR_, NV)                                                                          \
-    _Pragma("GCC unroll 14") for (int i_ = 0; i_ < (MR_); i_++)                                    \
-        _Pragma("GCC unroll 3") for (int v_ = 0; v_ < (NV); v_++)
-#define FLUSH_TILE(MR_, NV, acc, total, flushed)                                                   \
-    EACH_ACC(MR_, NV) {                                                                            \
-        (total)[i_][v_] = (flushed) ? _mm512_add_ps((total)[i_][v_], (acc)[i_][v_]) : (acc)[i_][v_]; \
-        (acc)[i_][v_] = _mm512_setzero_ps();                                                       \
-    }
-#define ADD_TOTAL(MR_, NV, acc, total) EACH_ACC(MR_, NV)(acc)[i_][v_] = _mm512_add_ps((total)[i_][v_], (acc)[i_][v_])
+#define FLUSH_TILE(ROWS, NV, acc, total, flushed) \
+    AF_FLUSH_TILE(_mm512_add_ps, _mm512_setzero_ps, ROWS, NV, acc, total, flushed)
+#define ADD_TOTAL(ROWS, NV, acc, total) AF_ADD_TOTAL(_mm512_add_ps, ROWS, NV, acc, total)
 
 /* The row kernel: MR_ rows (<= PMR) by NV vectors of 16 columns (<= PNR); A panels have the
  * full PMR width, B rows the tile's PNR. Inlined with constants so the accumulators live in

@@ -73,6 +73,19 @@ typedef void (*af_gemm_tile_fn)(const af_gemm_tile_args *t);
  * and must sum as the gemv and column kernels do, bit for bit: they are left as they are. */
 #define AF_CONV_FLUSH_K 256
 
+/* The flush itself, for an ISA's vector ADD and ZERO: acc[i][v] for i < ROWS, v < NV goes into
+ * total (copied the first time, `flushed` false) and restarts from zero; AF_ADD_TOTAL adds the
+ * total back at the end. total lives in memory (L1), out of the k loop's registers. */
+#define AF_EACH_ACC(ROWS, NV)                                                                      \
+    _Pragma("GCC unroll 16") for (int i_ = 0; i_ < (ROWS); i_++)                                   \
+        _Pragma("GCC unroll 3") for (int v_ = 0; v_ < (NV); v_++)
+#define AF_FLUSH_TILE(ADD, ZERO, ROWS, NV, acc, total, flushed)                                    \
+    AF_EACH_ACC(ROWS, NV) {                                                                        \
+        (total)[i_][v_] = (flushed) ? ADD((total)[i_][v_], (acc)[i_][v_]) : (acc)[i_][v_];         \
+        (acc)[i_][v_] = ZERO();                                                                    \
+    }
+#define AF_ADD_TOTAL(ADD, ROWS, NV, acc, total) AF_EACH_ACC(ROWS, NV)(acc)[i_][v_] = ADD((total)[i_][v_], (acc)[i_][v_])
+
 /* How far ahead, in channels, the conv tile kernels prefetch their input rows: each channel's rows
  * sit a plane apart, a stride the hardware prefetchers do not follow, so they fetch those about
  * 8 k steps ahead (at least two channels). */
