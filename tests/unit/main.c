@@ -56,6 +56,16 @@ af_session *af_test_session(const af_model *m, int level, const char *config_pat
     return s;
 }
 
+char *af_test_capture(const af_session *s, void (*write)(const af_session *, FILE *)) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return NULL;
+    write(s, f);
+    fclose(f);
+    return text;
+}
+
 static int by_name(const void *a, const void *b) {
     return strcmp(((const struct test_entry *)a)->name, ((const struct test_entry *)b)->name);
 }

@@ -37,15 +37,7 @@ static af_model *load(ob_model *b) {
 }
 
 /* The fusion report as one malloc'd string. */
-static char *report(const af_session *s) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return NULL;
-    af_session_fusion_report(s, f);
-    fclose(f);
-    return text;
-}
+static char *report(const af_session *s) { return af_test_capture(s, af_session_fusion_report); }
 
 /* Whether `line` is listed under "accepted groups:" (before "rejected candidates:"). */
 static bool accepted_line(const char *text, const char *line) {

@@ -487,12 +487,8 @@ typedef struct rgroup {
 } rgroup;
 
 static int parse_report(const af_session *s, rgroup *out, int cap) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return 0;
-    af_session_fusion_report(s, f);
-    fclose(f);
+    char *text = af_test_capture(s, af_session_fusion_report);
+    if (!text) return 0;
     int n = 0, section = -1;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         if (!strncmp(line, "accepted groups:", 16)) section = 1;

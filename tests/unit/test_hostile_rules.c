@@ -246,13 +246,9 @@ static bool write_case_files(const hcase *c, const char *family, char *rules_pat
 
 /* The reason the report gives for the rejected candidate of rule `name`; "" when it has none. */
 static void rejected_reason(const af_session *s, const char *name, char *reason, size_t n) {
-    char *text = NULL;
-    size_t len = 0;
     reason[0] = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return;
-    af_session_fusion_report(s, f);
-    fclose(f);
+    char *text = af_test_capture(s, af_session_fusion_report);
+    if (!text) return;
     char want[96];
     snprintf(want, sizeof want, "] rule %s:", name);
     bool rejected = false, found = false;

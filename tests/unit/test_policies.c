@@ -39,12 +39,7 @@ static bool write_config(const char *path, const char *policy) {
 
 /* "fusion level 3, strategy X: N groups accepted of M candidates" -> N, or -1. */
 static int accepted_groups(const af_session *s) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return -1;
-    af_session_fusion_report(s, f);
-    fclose(f);
+    char *text = af_test_capture(s, af_session_fusion_report);
     int n = -1;
     const char *p = text ? strstr(text, ": ") : NULL;
     if (p && strstr(text, "groups accepted")) n = atoi(p + 2);

@@ -11,17 +11,6 @@
 #include "autofusion.h"
 #include "unit.h"
 
-/* What write printed of s, as a string to free. */
-static char *captured(const af_session *s, void (*write)(const af_session *, FILE *)) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return NULL;
-    write(s, f);
-    fclose(f);
-    return text;
-}
-
 /* bert_tiny fused on two threads (af_test_session), with its inputs from its test data. */
 typedef struct bert_tiny {
     af_model *m;
@@ -58,7 +47,7 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
         af_session *s = b.s;
         CHECK_EQ_INT(af_session_set_profiling(s, 1, &err), AF_OK);
         CHECK_EQ_INT(bert_tiny_run(&b, &err), AF_OK);
-        char *text = captured(s, af_session_profile_write);
+        char *text = af_test_capture(s, af_session_profile_write);
         CHECK(text != NULL);
         if (text) {
             /* The mask's Cast+Sub+Mul is one discovered region: named by its last node. */
@@ -107,13 +96,13 @@ AF_TEST(profile_as_json_lists_every_step) {
     af_error err;
     if (bert_tiny_open(&b)) {
         af_session *s = b.s;
-        char *text = captured(s, af_session_profile_write_json);
+        char *text = af_test_capture(s, af_session_profile_write_json);
         CHECK(text && strcmp(text, "null") == 0);
         free(text);
         CHECK_EQ_INT(af_session_n_threads(s), 2);
         CHECK_EQ_INT(af_session_set_profiling(s, 1, &err), AF_OK);
         for (int r = 0; r < 2; r++) CHECK_EQ_INT(bert_tiny_run(&b, &err), AF_OK);
-        text = captured(s, af_session_profile_write_json);
+        text = af_test_capture(s, af_session_profile_write_json);
         cJSON *root = text ? cJSON_Parse(text) : NULL;
         CHECK(root != NULL);
         const cJSON *steps = cJSON_GetObjectItemCaseSensitive(root, "steps");

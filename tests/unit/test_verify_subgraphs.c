@@ -33,15 +33,7 @@ static void write_config(char *path, size_t size, const char *tag, const char *j
 }
 
 /* The session's fusion report, malloc'd. */
-static char *report_of(const af_session *s) {
-    char *text = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&text, &size);
-    if (!f) return NULL;
-    af_session_fusion_report(s, f);
-    fclose(f);
-    return text;
-}
+static char *report_of(const af_session *s) { return af_test_capture(s, af_session_fusion_report); }
 
 /* The plan state a session with this config builds, for a look at its subplans. */
 static af_plan_state *plan_state(const af_model *m, const char *config) {

@@ -12,17 +12,6 @@
 #include "ir/tensor.h"
 #include "unit.h"
 
-/* What write printed of s, as a string to free. */
-static char *captured(const af_session *s, void (*write)(const af_session *, FILE *)) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return NULL;
-    write(s, f);
-    fclose(f);
-    return text;
-}
-
 static int count(const char *text, const char *what) {
     int n = 0;
     for (const char *p = text; p && (p = strstr(p, what)); p += strlen(what)) n++;
@@ -49,7 +38,7 @@ static int run_and_count_winograd(af_session *s, const af_test_tensors *in, cons
         bad += !(fabsf(a - b) <= 1e-4f + 1e-3f * fabsf(b));
     }
     if (bad) af_test_fail(__FILE__, __LINE__, "%s: %d outputs differ from ONNX Runtime's", what, bad);
-    char *profile = captured(s, af_session_profile_write_json); /* a "kernel" per step */
+    char *profile = af_test_capture(s, af_session_profile_write_json); /* a "kernel" per step */
     const int k = count(profile, "\"kernel\":\"f32_conv3x3_winograd_");
     free(profile);
     return k;
@@ -93,7 +82,7 @@ AF_TEST(winograd_config_off_runs_direct_convs) {
             if (!cases[c].winograd && k != 0)
                 af_test_fail(__FILE__, __LINE__, "%s: %d Winograd steps, expected none", what, k);
             if (cases[c].config == verify) {
-                char *report = captured(s, af_session_fusion_report);
+                char *report = af_test_capture(s, af_session_fusion_report);
                 if (!report || !strstr(report, "verify: 0 fused groups backed out"))
                     af_test_fail(__FILE__, __LINE__, "%s: the verify mode backed out groups:\n%s", what,
                                  report ? report : "(no report)");

@@ -26,6 +26,9 @@ af_model *af_test_fixture(const char *name);
 /* A session at fusion level `level` (-1: the config's) on 2 threads with config_path (NULL: the
  * defaults), or NULL with a failure recorded. */
 af_session *af_test_session(const af_model *m, int level, const char *config_path);
+/* What write (af_session_fusion_report, af_session_profile_write, ...) printed of s, as a string
+ * to free; NULL when out of memory. */
+char *af_test_capture(const af_session *s, void (*write)(const af_session *, FILE *));
 
 /* Tensors of a fixture's test data set, with the names their files give (NULL where a file has
  * none). */
