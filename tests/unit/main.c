@@ -66,6 +66,12 @@ char *af_test_capture(const af_session *s, void (*write)(const af_session *, FIL
     return text;
 }
 
+void af_test_write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0) af_test_fail(__FILE__, __LINE__, "cannot write %s", path);
+    if (f) fclose(f);
+}
+
 static int by_name(const void *a, const void *b) {
     return strcmp(((const struct test_entry *)a)->name, ((const struct test_entry *)b)->name);
 }

@@ -761,16 +761,6 @@ AF_TEST(cost_hw_config_and_lite_mode) {
     af_free(xdg);
 }
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        af_test_fail(__FILE__, __LINE__, "cannot write %s", path);
-        return;
-    }
-    fputs(text, f);
-    fclose(f);
-}
-
 static void make_dirs(const char *root, const char *rel) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s", root, rel);
@@ -790,26 +780,26 @@ AF_TEST(cost_hw_available_memory_from_proc_and_cgroups) {
     make_dirs(root, "proc/self");
     make_dirs(root, "sys/fs/cgroup/memory/job");
     snprintf(p, sizeof p, "%s/proc/meminfo", root);
-    write_file(p, "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    8000000 kB\n");
+    af_test_write_file(p, "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    8000000 kB\n");
     CHECK(af_hw_available_memory(root) == (uint64_t)8000000 * 1024);
     /* cgroup v2 at the mount: limit - usage wins when smaller */
     snprintf(p, sizeof p, "%s/sys/fs/cgroup/memory.max", root);
-    write_file(p, "1000000000\n");
+    af_test_write_file(p, "1000000000\n");
     snprintf(p, sizeof p, "%s/sys/fs/cgroup/memory.current", root);
-    write_file(p, "400000000\n");
+    af_test_write_file(p, "400000000\n");
     CHECK(af_hw_available_memory(root) == 600000000u);
     snprintf(p, sizeof p, "%s/sys/fs/cgroup/memory.max", root);
-    write_file(p, "max\n"); /* unlimited */
+    af_test_write_file(p, "max\n"); /* unlimited */
     CHECK(af_hw_available_memory(root) == (uint64_t)8000000 * 1024);
     /* cgroup v1, found through /proc/self/cgroup; a v1 "unlimited" is ignored */
     snprintf(p, sizeof p, "%s/proc/self/cgroup", root);
-    write_file(p, "4:memory:/job\n0::/\n");
+    af_test_write_file(p, "4:memory:/job\n0::/\n");
     snprintf(p, sizeof p, "%s/sys/fs/cgroup/memory/memory.limit_in_bytes", root);
-    write_file(p, "9223372036854771712\n");
+    af_test_write_file(p, "9223372036854771712\n");
     snprintf(p, sizeof p, "%s/sys/fs/cgroup/memory/job/memory.limit_in_bytes", root);
-    write_file(p, "300000000\n");
+    af_test_write_file(p, "300000000\n");
     snprintf(p, sizeof p, "%s/sys/fs/cgroup/memory/job/memory.usage_in_bytes", root);
-    write_file(p, "100000000\n");
+    af_test_write_file(p, "100000000\n");
     CHECK(af_hw_available_memory(root) == 200000000u);
     /* nothing readable: 0 */
     char empty[600];

@@ -417,14 +417,6 @@ static const char *build_matmul(gcase *c, acase *a) {
 static char tmp_dir[256];
 static char cfg_anchor[300], cfg_all[300], cfg_generic[300];
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Configs: every family "always" and a fixed hardware model (no probing, no cache file), with or
  * without the generic-tail rules. */
 static bool setup_files(void) {
@@ -446,7 +438,7 @@ static bool setup_files(void) {
         append(rules, sizeof rules, "end\n");
     }
     snprintf(path, sizeof path, "%s/tails.rules", tmp_dir);
-    write_file(path, rules);
+    af_test_write_file(path, rules);
     /* every family "always" (elementwise_chain set per config) and a fixed hardware model */
     const char *common =
         "\"hardware\": {\"peak_gflops\": 100, \"bandwidth_gbs\": 20}, \"fusion_policy\": {\"conv_bn_relu\": \"always\", "
@@ -455,13 +447,13 @@ static bool setup_files(void) {
     char json[1024];
     snprintf(cfg_anchor, sizeof cfg_anchor, "%s/anchor.json", tmp_dir);
     snprintf(json, sizeof json, "{%s\"never\"}}\n", common);
-    write_file(cfg_anchor, json);
+    af_test_write_file(cfg_anchor, json);
     snprintf(cfg_all, sizeof cfg_all, "%s/all.json", tmp_dir);
     snprintf(json, sizeof json, "{%s\"always\"}}\n", common);
-    write_file(cfg_all, json);
+    af_test_write_file(cfg_all, json);
     snprintf(cfg_generic, sizeof cfg_generic, "%s/generic.json", tmp_dir);
     snprintf(json, sizeof json, "{%s\"always\"}, \"rules\": [\"tails.rules\"]}\n", common);
-    write_file(cfg_generic, json);
+    af_test_write_file(cfg_generic, json);
     return true;
 }
 

@@ -48,14 +48,6 @@ static void same_outputs(const char *what, af_session *a, af_session *b, const a
     }
 }
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 /* One fixture at one configuration: plain and owning sessions on two loads of the same file.
  * Returns the constant bytes the owning session's model still holds (-1 when it failed). */
 static long long check_fixture(const char *name, int level, const char *config) {
@@ -108,7 +100,7 @@ AF_TEST(weight_release_on_the_fixtures) {
                                         "bert_tiny_dynamic"};
     char config[64];
     snprintf(config, sizeof config, "/tmp/af_weight_release_%d.json", (int)getpid());
-    write_text(config, "{\"verify\": true}\n");
+    af_test_write_file(config, "{\"verify\": true}\n");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const long long unfused = check_fixture(names[i], 0, NULL), fused = check_fixture(names[i], 3, NULL);
         /* Fusion must not keep originals the unfused plan drops (squeeze-excite: the kernel's copies) */
@@ -189,7 +181,7 @@ AF_TEST(weight_release_failed_owning_session_marks_the_model) {
     snprintf(path, sizeof path, "%s/models/resnet_small/model.onnx", af_test_dir());
     snprintf(config, sizeof config, "/tmp/af_weight_release_limit_%d.json", (int)getpid());
     snprintf(saved, sizeof saved, "/tmp/af_weight_release_saved_%d.onnx", (int)getpid());
-    write_text(config, "{\"resource_constraints\": {\"max_mem_usage\": \"1KB\"}}\n");
+    af_test_write_file(config, "{\"resource_constraints\": {\"max_mem_usage\": \"1KB\"}}\n");
     for (int owning = 0; owning <= 1; owning++) {
         af_model *m = NULL;
         af_session *s = NULL;

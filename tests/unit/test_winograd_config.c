@@ -44,24 +44,16 @@ static int run_and_count_winograd(af_session *s, const af_test_tensors *in, cons
     return k;
 }
 
-static void write_config(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 AF_TEST(winograd_config_off_runs_direct_convs) {
     char dir[1024], off[256], verify[256];
     snprintf(dir, sizeof dir, "%s/models/resnet_small", af_test_dir());
     snprintf(off, sizeof off, "/tmp/af_winograd_off_%d.json", (int)getpid());
     snprintf(verify, sizeof verify, "/tmp/af_winograd_verify_%d.json", (int)getpid());
-    write_config(off, "{\"winograd\": false}");
+    af_test_write_file(off, "{\"winograd\": false}");
     /* At tolerance 0 the check passes only if the unfused reference runs the same conv kernels as
      * the fused steps (it backs out two groups when the reference keeps Winograd). */
-    write_config(verify, "{\"winograd\": false, \"verify\": true, \"verify_tolerance\": {\"rtol\": 0, \"atol\": 0}}");
+    af_test_write_file(verify,
+                       "{\"winograd\": false, \"verify\": true, \"verify_tolerance\": {\"rtol\": 0, \"atol\": 0}}");
     af_model *m = af_test_fixture("resnet_small");
     af_test_tensors in = {0}, ref = {0};
     if (m && af_test_read_set(dir, "input", &in) && af_test_read_set(dir, "output", &ref)) {
@@ -73,7 +65,8 @@ AF_TEST(winograd_config_off_runs_direct_convs) {
                      {3, verify, false}};
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             char what[320];
-            snprintf(what, sizeof what, "level %d, config %s", cases[c].level, cases[c].config ? cases[c].config : "default");
+            snprintf(what, sizeof what, "level %d, config %s", cases[c].level,
+                     cases[c].config ? cases[c].config : "default");
             af_session *s = af_test_session(m, cases[c].level, cases[c].config);
             if (!s) continue;
             const int k = run_and_count_winograd(s, &in, &ref, what);

@@ -29,6 +29,8 @@ af_session *af_test_session(const af_model *m, int level, const char *config_pat
 /* What write (af_session_fusion_report, af_session_profile_write, ...) printed of s, as a string
  * to free; NULL when out of memory. */
 char *af_test_capture(const af_session *s, void (*write)(const af_session *, FILE *));
+/* Writes text to path (a config or rules file for a test), recording a failure if it cannot. */
+void af_test_write_file(const char *path, const char *text);
 
 /* Tensors of a fixture's test data set, with the names their files give (NULL where a file has
  * none). */
