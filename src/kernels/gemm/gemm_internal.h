@@ -91,6 +91,12 @@ typedef void (*af_gemm_tile_fn)(const af_gemm_tile_args *t);
  * 8 k steps ahead (at least two channels). */
 static inline int64_t af_conv_prefetch_channels(int taps) { return taps >= 4 ? 2 : 8 / taps; }
 
+/* The channels between two flushes of a conv tile kernel: AF_CONV_FLUSH_K k steps rounded down to
+ * whole channels, at least one. */
+static inline int64_t af_conv_flush_channels(int taps) {
+    return AF_CONV_FLUSH_K / taps > 0 ? AF_CONV_FLUSH_K / taps : 1;
+}
+
 /* Packs the lanes x kc block of a source matrix into ceil(lanes / w) consecutive panels of kc * w
  * floats at dst (the last one zero-padded). Element (k, l) of the block is src[k * ld + l] when
  * lanes_contiguous, else src[l * ld + k]. */
