@@ -1,8 +1,10 @@
 /* Runs every registered unit test; a test passes when it records no failed check. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/tensor.h"
 #include "unit.h"
 
 #define MAX_TESTS 1024
@@ -64,6 +66,21 @@ char *af_test_capture(const af_session *s, void (*write)(const af_session *, FIL
     write(s, f);
     fclose(f);
     return text;
+}
+
+int64_t af_test_count_beyond(const af_tensor *got, const af_tensor *want, double rtol, double atol) {
+    const int64_t n = want ? af_tensor_numel(want) : -1;
+    if (!got || !want || af_tensor_numel(got) != n || (n > 0 && (!got->data || !want->data))) {
+        af_test_fail(__FILE__, __LINE__, "af_test_count_beyond: %lld values against %lld",
+                     got ? (long long)af_tensor_numel(got) : -1LL, (long long)n);
+        return 0;
+    }
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double x = ((const float *)got->data)[i], y = ((const float *)want->data)[i];
+        bad += !(fabs(x - y) <= atol + rtol * fabs(y));
+    }
+    return bad;
 }
 
 void af_test_write_file(const char *path, const char *text) {

@@ -8,7 +8,6 @@
  *  - memory_aware: those past the score threshold that do not raise peak memory.
  * The counts below were read off the reports at the commit that added this test; a change in them
  * is a change in what the pattern or cost layer decides, to be explained in that commit. */
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,12 +89,7 @@ static void check_fixture(const fixture *fx, const char *cfg_path) {
         else CHECK(af_session_n_steps(s) < af_session_n_steps(plain));
         af_tensor got = {0};
         CHECK(run(s, in.n, names, in.t, &got) == AF_OK);
-        int64_t bad = 0, n = (int64_t)(want.nbytes / sizeof(float));
-        CHECK(got.data && got.nbytes == want.nbytes);
-        for (int64_t k = 0; got.data && got.nbytes == want.nbytes && k < n; k++) {
-            const double x = ((const float *)got.data)[k], y = ((const float *)want.data)[k];
-            if (!(fabs(x - y) <= 1e-4 + 1e-3 * fabs(y))) bad++;
-        }
+        const int64_t bad = af_test_count_beyond(&got, &want, 1e-3, 1e-4);
         if (bad) af_test_fail(__FILE__, __LINE__, "%s, policy %s: %lld outputs differ from unfused", fx->name,
                               policies[p], (long long)bad);
         free(got.data);

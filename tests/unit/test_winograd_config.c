@@ -2,14 +2,12 @@
  * level, in the verify mode's unfused reference too, and the outputs still match ONNX Runtime's.
  * resnet_small runs one F(4x4) and one F(2x2) Winograd convolution by default (its other 3x3
  * convolutions have stride 2). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "autofusion.h"
-#include "ir/tensor.h"
 #include "unit.h"
 
 static int count(const char *text, const char *what) {
@@ -29,15 +27,8 @@ static int run_and_count_winograd(af_session *s, const af_test_tensors *in, cons
         af_test_fail(__FILE__, __LINE__, "%s: %s", what, err.message);
         return -1;
     }
-    const af_tensor *y = af_session_output(s, 0);
-    const int64_t n = af_tensor_numel(&ref->t[0]);
-    CHECK(y && af_tensor_numel(y) == n);
-    int bad = 0;
-    for (int64_t i = 0; y && af_tensor_numel(y) == n && i < n; i++) {
-        const float a = ((const float *)y->data)[i], b = ((const float *)ref->t[0].data)[i];
-        bad += !(fabsf(a - b) <= 1e-4f + 1e-3f * fabsf(b));
-    }
-    if (bad) af_test_fail(__FILE__, __LINE__, "%s: %d outputs differ from ONNX Runtime's", what, bad);
+    const int64_t bad = af_test_count_beyond(af_session_output(s, 0), &ref->t[0], 1e-3, 1e-4);
+    if (bad) af_test_fail(__FILE__, __LINE__, "%s: %lld outputs differ from ONNX Runtime's", what, (long long)bad);
     char *profile = af_test_capture(s, af_session_profile_write_json); /* a "kernel" per step */
     const int k = count(profile, "\"kernel\":\"f32_conv3x3_winograd_");
     free(profile);

@@ -11,6 +11,7 @@
 #define AF_TESTS_UNIT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "autofusion.h"
@@ -29,6 +30,9 @@ af_session *af_test_session(const af_model *m, int level, const char *config_pat
 /* What write (af_session_fusion_report, af_session_profile_write, ...) printed of s, as a string
  * to free; NULL when out of memory. */
 char *af_test_capture(const af_session *s, void (*write)(const af_session *, FILE *));
+/* The float32 values of got beyond atol + rtol |want| of want's (NaN counts as beyond), computed
+ * in double. A NULL tensor or data, or a different element count, records a failure and counts 0. */
+int64_t af_test_count_beyond(const af_tensor *got, const af_tensor *want, double rtol, double atol);
 /* Writes text to path (a config or rules file for a test), recording a failure if it cannot. */
 void af_test_write_file(const char *path, const char *text);
 
