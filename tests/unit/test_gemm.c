@@ -34,6 +34,7 @@ typedef struct gcase {
     float alpha, beta;
     const af_epilogue *epi;
     af_gemm_order order;          /* the tile sweep; AUTO: the library's rule */
+    int64_t k_block;              /* af_gemm_desc.k_block; 0: the library's blocks */
 } gcase;
 
 /* Operand buffers of one case, laid out as the case describes. */
@@ -137,7 +138,7 @@ static af_status run_ours(const gcase *c, gbufs *g, af_isa isa, af_threadpool *p
     d.A = g->A, d.lda = g->lda, d.stride_a = g->sa, d.trans_a = c->trans_a;
     d.B = g->B, d.ldb = g->ldb, d.stride_b = g->sb, d.trans_b = c->trans_b;
     d.C = g->C, d.ldc = g->ldc, d.stride_c = g->sc;
-    d.alpha = c->alpha, d.beta = c->beta, d.epilogue = c->epi, d.order = c->order;
+    d.alpha = c->alpha, d.beta = c->beta, d.epilogue = c->epi, d.order = c->order, d.k_block = c->k_block;
     af_status st = AF_OK;
     if (c->pack_a && c->K > 0)
         st = af_gemm_pack_a(isa, g->sa ? c->batch : 1, c->M, c->K, g->A, g->lda, c->trans_a, g->sa, &pa);
@@ -606,6 +607,66 @@ AF_TEST(gemm_vector_products_match_tile_path) {
             }
     af_threadpool_free(pools[1]);
     af_threadpool_free(pools[2]);
+}
+
+/* k_block (what convolutions pass, AF_CONV_FLUSH_K) cuts K into shorter blocks, each summed on
+ * its own and added into C: the same bits as one GEMM per block with beta 1 after the first, on
+ * the tile path and the gemv path alike, at any thread count, and right. */
+AF_TEST(gemm_k_block_sums_in_shorter_blocks) {
+    enum { K = 1000, BLOCK = 250 };
+    af_threadpool *pool = NULL;
+    CHECK(af_threadpool_create(2, &pool) == AF_OK);
+    static const int64_t shapes[][2] = {{64, 300}, {300, 1}}; /* M, N: tiles; N = 1 on a packed A: gemv */
+    for (int si = 0; si < 2; si++) {
+        gcase c = {.M = shapes[si][0], .N = shapes[si][1], .K = K, .batch = 1, .pack_a = si == 1, .alpha = 1.0f,
+                   .sa = -1, .sb = -1, .sc = -1, .k_block = BLOCK};
+        gbufs g;
+        if (!make_bufs(&c, &g)) {
+            CHECK(!"out of memory");
+            break;
+        }
+        reference(&c, &g);
+        float *blocked = af_malloc(g.nc * sizeof(float));
+        for (int isa = 0; blocked && isa < n_isas(); isa++) {
+            CHECK(run_ours(&c, &g, (af_isa)isa, NULL) == AF_OK);
+            compare(&c, &g, (af_isa)isa, __LINE__);
+            memcpy(blocked, g.C, g.nc * sizeof(float));
+            /* one GEMM per block, by hand */
+            memcpy(g.C, g.C0, g.nc * sizeof(float));
+            for (int64_t k0 = 0; k0 < K; k0 += BLOCK) {
+                af_gemm_desc d = af_gemm_desc_default();
+                d.isa = (af_isa)isa;
+                d.M = c.M, d.N = c.N, d.K = BLOCK;
+                d.A = g.A + k0, d.lda = g.lda;
+                d.B = g.B + k0 * g.ldb, d.ldb = g.ldb;
+                d.C = g.C, d.ldc = g.ldc;
+                d.beta = k0 ? 1.0f : 0.0f;
+                CHECK(af_sgemm(&d, NULL) == AF_OK);
+            }
+            if (memcmp(blocked, g.C, g.nc * sizeof(float)) != 0)
+                af_test_fail(__FILE__, __LINE__, "%s shape %d: k_block differs from a GEMM per block", af_isa_name(isa),
+                             si);
+            gcase other = c;
+            other.pack_a = other.pack_b = true; /* the tile path for the gemv shape too */
+            CHECK(run_ours(&other, &g, (af_isa)isa, pool) == AF_OK);
+            if (memcmp(blocked, g.C, g.nc * sizeof(float)) != 0)
+                af_test_fail(__FILE__, __LINE__, "%s shape %d: packed, 2 threads differ", af_isa_name(isa), si);
+            other = c;
+            other.k_block = 0; /* K = 1000 is 2 blocks of 500 by default */
+            CHECK(run_ours(&other, &g, (af_isa)isa, NULL) == AF_OK);
+            if (memcmp(blocked, g.C, g.nc * sizeof(float)) == 0)
+                af_test_fail(__FILE__, __LINE__, "%s shape %d: k_block changed nothing", af_isa_name(isa), si);
+        }
+        af_free(blocked);
+        free_bufs(&g);
+    }
+    gcase bad = {.M = 4, .N = 4, .K = 4, .batch = 1, .alpha = 1.0f, .sa = -1, .sb = -1, .sc = -1, .k_block = -1};
+    gbufs g;
+    if (make_bufs(&bad, &g)) {
+        CHECK(run_ours(&bad, &g, af_cpu_isa(), NULL) == AF_ERR_INVALID_ARGUMENT);
+        free_bufs(&g);
+    }
+    af_threadpool_free(pool);
 }
 
 /* Item b of a [batch][N][ld] source for pack_b_each (transposed B, as Winograd's U). */

@@ -40,6 +40,19 @@ static void conv_free(void *p) {
     af_free(s);
 }
 
+/* The GEMM of group g on the GEMM path, over hw output pixels: Y_g = W_g X_g, with the blocks of
+ * K that the direct kernels sum in (AF_CONV_FLUSH_K). B, C and the epilogue are the caller's. */
+static af_gemm_desc conv_gemm_desc(const conv_state *s, int64_t g, int64_t hw) {
+    af_gemm_desc d = af_gemm_desc_default();
+    d.isa = s->isa;
+    d.M = s->cout / s->groups;
+    d.N = d.ldb = d.ldc = hw;
+    d.K = s->cin / s->groups * s->kh * s->kw;
+    d.packed_a = s->packed[g];
+    d.k_block = AF_CONV_FLUSH_K;
+    return d;
+}
+
 /* The geometry of this run from the actual input: pads resolved, output sizes checked. */
 static af_status run_geometry(af_op_ctx *c, const af_tensor *x, const af_tensor *w, af_conv_geom *geo,
                               int64_t *oh, int64_t *ow) {
@@ -147,12 +160,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         return af_ctx_fail(c, AF_ERR_RUNTIME, "input is larger than the session planned for");
     for (int64_t n = 0; n < n_img; n++) {
         for (int64_t g = 0; g < s->groups; g++) {
-            af_gemm_desc d = af_gemm_desc_default();
-            d.isa = s->isa;
-            d.M = mg;
-            d.N = hw;
-            d.K = kdim;
-            d.packed_a = s->packed[g];
+            af_gemm_desc d = conv_gemm_desc(s, g, hw);
             const float *xg = xd + (n * s->cin + g * cg) * hw_in;
             if (s->pointwise) {
                 d.B = xg;
@@ -161,9 +169,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
                 af_threadpool_run(pool, (int)kdim, im2col_row, &a);
                 d.B = col;
             }
-            d.ldb = hw;
             d.C = yd + (n * s->cout + g * mg) * hw;
-            d.ldc = hw;
             af_epilogue e;
             if ((st = group_epilogue(s, epi, n, g, mg, hw, &e)) != AF_OK) return af_ctx_fail(c, st, "epilogue too long");
             d.epilogue = &e;
@@ -192,12 +198,7 @@ static bool conv_residual_in_place(const af_kernel *k, const af_epilogue *epi) {
     }
     if (s->implicit.w) return af_conv_implicit_residual_in_place(&s->implicit, &e);
     if (!s->packed || s->out_hw < 1) return false;
-    af_gemm_desc d = af_gemm_desc_default();
-    d.isa = s->isa;
-    d.M = s->cout / s->groups;
-    d.N = d.ldb = d.ldc = s->out_hw;
-    d.K = s->cin / s->groups * s->kh * s->kw;
-    d.packed_a = s->packed[0];
+    af_gemm_desc d = conv_gemm_desc(s, 0, s->out_hw);
     d.epilogue = &e;
     return af_sgemm_residual_in_place(&d);
 }
@@ -294,12 +295,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         int64_t hw = y->rank == 4 && y->dims[2] >= 0 && y->dims[3] >= 0 ? y->dims[2] * y->dims[3] : -1;
         if (hw < 0 && !s->pointwise) goto unplanned;
         size_t col = s->pointwise ? 0 : (((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63);
-        af_gemm_desc d = af_gemm_desc_default();
-        d.isa = req->isa;
-        d.M = mg;
-        d.N = hw > 0 ? hw : 1;
-        d.K = kdim;
-        d.packed_a = s->packed[0];
+        af_gemm_desc d = conv_gemm_desc(s, 0, hw > 0 ? hw : 1);
         k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->n_threads > 0 ? req->n_threads : 1);
         k->name = s->pointwise ? "f32_conv1x1_gemm" : "f32_conv_im2col_gemm";
     }

@@ -189,6 +189,7 @@ static af_status ct_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi
             d.M = direct ? mg : rows;
             d.N = hw;
             d.K = cg;
+            d.k_block = AF_CONV_FLUSH_K; /* as the direct kernels sum */
             if (s->packed) {
                 d.packed_a = s->packed[gi];
             } else {
@@ -277,6 +278,7 @@ af_status af_fast_conv_transpose_prepare(const af_kernel_request *req, af_kernel
     d.M = direct ? mg : rows;
     d.N = hw > 0 ? hw : 1;
     d.K = cg;
+    d.k_block = AF_CONV_FLUSH_K;
     if (pack) {
         d.packed_a = s->packed[0];
     } else {

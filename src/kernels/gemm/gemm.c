@@ -142,12 +142,14 @@ size_t af_gemm_packed_bytes(const af_gemm_packed *p) { return p ? p->bytes : 0; 
 
 /* ---- blocking ----------------------------------------------------------------------------------- */
 
-/* Cache blocking, fixed by the isa, the cache sizes and K only (never by the thread count, so the
- * summation order, and hence every result bit, is the same for any number of threads). Loop order
+/* Cache blocking, fixed by the isa, the cache sizes, K and the desc's k_block only (never by the
+ * thread count, so the summation order, and hence every result bit, is the same for any number of
+ * threads). Loop order
  * per task: N blocks (nc) > K blocks (kc) > M blocks (mc) > B panels (NR) > A panels (MR), so a
  * B panel is reused from L1/L2 by every A panel of the M block, and the A block from L2 by every
  * B panel:
- *   kc: K is cut into equal blocks of at most KC_MAX, so C is read back only every kc steps.
+ *   kc: K is cut into equal blocks of at most KC_MAX (or the desc's k_block where shorter), so C
+ *       is read back only every kc steps.
  *       768 on a Zen 5 host (1 MB L2, 48 KB L1, where a B panel and an A panel stream from L2):
  *       BERT-base's 128x768x768, 128x3072x768 and 128x768x3072 with cold weights 193-200 ->
  *       200-205 GFLOP/s at one thread against 320 (with the whole-row column block below);
@@ -161,10 +163,11 @@ typedef struct blocking {
 
 #define KC_MAX 768
 
-static blocking choose_blocking(const af_gemm_isa_cfg *cfg, int64_t K) {
+static blocking choose_blocking(const af_gemm_isa_cfg *cfg, const af_gemm_desc *d) {
     const af_cpu_info *ci = af_cpu_info_get();
+    const int64_t K = d->K, kc_max = d->k_block > 0 && d->k_block < KC_MAX ? d->k_block : KC_MAX;
     blocking bl;
-    bl.n_kb = K > 0 ? ceil_div(K, KC_MAX) : 1;
+    bl.n_kb = K > 0 ? ceil_div(K, kc_max) : 1;
     bl.kc = K > 0 ? ceil_div(K, bl.n_kb) : 0;
     const int64_t kc_bytes = max64(bl.kc, 1) * (int64_t)sizeof(float);
     const int64_t half_l2 = (int64_t)ci->l2 / 2;
@@ -660,7 +663,7 @@ static void gemv_task(void *ctx, int task, int thread) {
 }
 
 static void run_gemv(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg, af_threadpool *pool) {
-    gemv_run r = {.d = d, .cfg = cfg, .bl = choose_blocking(cfg, d->K), .on_b = !(d->N == 1 && d->packed_a && !d->packed_b)};
+    gemv_run r = {.d = d, .cfg = cfg, .bl = choose_blocking(cfg, d), .on_b = !(d->N == 1 && d->packed_a && !d->packed_b)};
     r.w = r.on_b ? cfg->nr : cfg->mr;
     r.len = r.on_b ? d->N : d->M;
     /* Tasks of whole panels: a squeeze-excite layer of 240 outputs is 8 panels of 32, one kernel
@@ -679,7 +682,8 @@ static bool packed_ok(const af_gemm_packed *p, bool is_b, af_isa isa, int64_t ro
 }
 
 static af_status check_desc(const af_gemm_desc *d, af_isa isa) {
-    if (!d || d->M < 0 || d->N < 0 || d->K < 0 || d->batch < 0 || (unsigned)d->order > AF_GEMM_ORDER_ROWS)
+    if (!d || d->M < 0 || d->N < 0 || d->K < 0 || d->batch < 0 || d->k_block < 0 ||
+        (unsigned)d->order > AF_GEMM_ORDER_ROWS)
         return AF_ERR_INVALID_ARGUMENT;
     if (d->M == 0 || d->N == 0 || d->batch == 0) return AF_OK;
     if (!d->C || d->ldc < d->N || d->stride_c < 0) return AF_ERR_INVALID_ARGUMENT;
@@ -707,14 +711,14 @@ static size_t workspace_bytes(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg,
 size_t af_sgemm_workspace_size(const af_gemm_desc *d, int n_threads) {
     const af_gemm_isa_cfg *cfg = desc_cfg(d, af_cpu_isa_clamp(d->isa));
     if (d->M <= 0 || d->N <= 0 || d->K <= 0 || d->batch <= 0) return 0;
-    const blocking bl = choose_blocking(cfg, d->K);
+    const blocking bl = choose_blocking(cfg, d);
     return workspace_bytes(d, cfg, &bl, n_threads);
 }
 
 bool af_sgemm_residual_in_place(const af_gemm_desc *d) {
     const af_gemm_isa_cfg *cfg = desc_cfg(d, af_cpu_isa_clamp(d->isa));
     if (d->K <= 0 || d->beta != 0.0f || !cfg->fused || gemv_shape(d, cfg)) return false;
-    return choose_blocking(cfg, d->K).n_kb == 1 && af_gemm_residual_in_registers(d->epilogue);
+    return choose_blocking(cfg, d).n_kb == 1 && af_gemm_residual_in_registers(d->epilogue);
 }
 
 typedef struct pack_a_run {
@@ -745,7 +749,7 @@ af_status af_sgemm(const af_gemm_desc *d, af_threadpool *pool) {
         run_gemv(d, r.cfg, pool);
         return AF_OK;
     }
-    r.bl = choose_blocking(r.cfg, d->K);
+    r.bl = choose_blocking(r.cfg, d);
     const size_t need = d->K > 0 ? workspace_bytes(d, r.cfg, &r.bl, n_threads) : 0;
     void *own = NULL;
     if (need && (!d->workspace || d->workspace_size < need)) {

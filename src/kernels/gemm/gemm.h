@@ -45,6 +45,10 @@
 #include "util/cpu.h"
 #include "util/threadpool.h"
 
+/* The longest run of products a convolution sums before adding it into its total: its kernels'
+ * rounding error grows with this block, not with K (gemm_internal.h has the measurements). */
+#define AF_CONV_FLUSH_K 256
+
 /* A prepacked operand: panels of the microkernel's width, zero-padded, for one ISA. Opaque. */
 typedef struct af_gemm_packed af_gemm_packed;
 
@@ -109,6 +113,9 @@ typedef struct af_gemm_desc {
                                   allocates and frees it itself, the slow path */
     size_t workspace_size;
     af_gemm_order order;       /* AUTO (0) unless forcing a sweep order */
+    int64_t k_block;           /* 0: K is summed in the GEMM's own blocks (at most 768 steps);
+                                  else in blocks of at most k_block steps, each added into C.
+                                  Convolutions pass AF_CONV_FLUSH_K (a shorter sum rounds less) */
 } af_gemm_desc;
 
 /* batch 1, alpha 1, beta 0, everything else 0/NULL, isa = af_cpu_isa(). */
