@@ -107,14 +107,7 @@ AF_TEST(sched_fused_chains_match_unfused_on_fixtures) {
         CHECK(run_plan(g, &fused, dir, &a) == AF_OK);
         CHECK(run_plan(g, &plain, dir, &b) == AF_OK);
         CHECK(af_tensor_same_shape(&a, &b));
-        double worst = 0;
-        int64_t n = af_tensor_numel(&b);
-        for (int64_t i = 0; a.data && b.data && i < n; i++) {
-            double d = fabs(((float *)a.data)[i] - ((float *)b.data)[i]);
-            double tol = 1e-4 + 1e-3 * fabs(((float *)b.data)[i]);
-            if (d > tol) worst = d > worst ? d : worst;
-        }
-        CHECK(worst == 0);
+        CHECK(af_test_count_beyond(&a, &b, 1e-3, 1e-4) == 0);
         af_tensor_free_data(&a);
         af_tensor_free_data(&b);
         af_exec_plan_free(&fused);
@@ -204,12 +197,7 @@ AF_TEST(sched_fused_attention_matches_unfused_on_bert) {
         CHECK(run_plan(g, &fused, dir, &a) == AF_OK);
         CHECK(run_plan(g, &plain, dir, &b) == AF_OK);
         CHECK(af_tensor_same_shape(&a, &b));
-        int64_t n = af_tensor_numel(&b), bad = 0;
-        for (int64_t i = 0; a.data && b.data && i < n; i++) {
-            double x = ((float *)a.data)[i], y = ((float *)b.data)[i];
-            if (fabs(x - y) > 1e-4 + 1e-3 * fabs(y)) bad++;
-        }
-        CHECK_EQ_INT(bad, 0);
+        CHECK_EQ_INT(af_test_count_beyond(&a, &b, 1e-3, 1e-4), 0);
         printf("  %s: %d attention blocks, %d steps instead of %d\n", names[f], cs.n, fused.n_steps, plain.n_steps);
         af_tensor_free_data(&a);
         af_tensor_free_data(&b);
