@@ -139,7 +139,7 @@ TARGET static inline __attribute__((always_inline)) void conv_kernel(const int M
     const int taps = t->taps;
     const int32_t *off = t->tap_off;
     const int64_t chan_ld = t->chan_ld, nch = t->kc / taps, pf_ld = t->pf_ld;
-    const int64_t flush_ch = af_conv_flush_channels(taps);
+    const int64_t flush_ch = af_conv_tile_flush_channels(t);
     const int64_t ahead_ld = af_conv_prefetch_channels(taps) * chan_ld; /* a division: not per channel */
     __m256 acc[MR][2], total[MR][2];
     bool flushed = false;

@@ -52,6 +52,8 @@ typedef struct af_gemm_tile_args {
     const int32_t *tap_off;
     int taps;
     int64_t chan_ld;
+    int64_t flush_ch; /* channels summed before each add into the running total (see
+                         AF_CONV_FLUSH_K); 0: af_conv_flush_channels(taps) */
     float *c;
     int64_t ldc;
     int mr, nr;
@@ -96,6 +98,10 @@ static inline int64_t af_conv_prefetch_channels(int taps) { return taps >= 4 ? 2
  * whole channels, at least one. */
 static inline int64_t af_conv_flush_channels(int taps) {
     return AF_CONV_FLUSH_K / taps > 0 ? AF_CONV_FLUSH_K / taps : 1;
+}
+/* A conv tile call's flush interval in channels: its own, or the rule above. */
+static inline int64_t af_conv_tile_flush_channels(const af_gemm_tile_args *t) {
+    return t->flush_ch > 0 ? t->flush_ch : af_conv_flush_channels(t->taps);
 }
 
 /* Packs the lanes x kc block of a source matrix into ceil(lanes / w) consecutive panels of kc * w

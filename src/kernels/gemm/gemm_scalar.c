@@ -58,7 +58,7 @@ void af_f32_gemm_ukernel_4x4__scalar(const af_gemm_tile_args *t) {
 /* The portable convolution tile (see af_gemm_isa_cfg.conv_tile), stored transposed. */
 static void conv_tile_scalar(const af_gemm_tile_args *t) {
     const float *b = t->b;
-    const int64_t flush_k = af_conv_flush_channels(t->taps) * t->taps;
+    const int64_t flush_k = af_conv_tile_flush_channels(t) * t->taps;
     float acc[MR][NR] = {{0}}, total[MR][NR] = {{0}};
     for (int64_t k = 0; k < t->kc; k++, b += NR) {
         if (k > 0 && k % flush_k == 0) flush(acc, total);
