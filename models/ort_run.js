@@ -22,6 +22,10 @@
 //   --pad-tail N        zeroed tail positions of attention masks
 //   --dist uniform|normal  distribution for float inputs (uniform: [-1, 1))
 //   --bench, --warmup N (default 5), --iterations N (default 20)
+//   --profile PREFIX    with --bench: after the timed runs, as many runs again in a
+//                       second session with ORT's profiler on; its JSON trace is
+//                       written to PREFIX_<date>.json, named in the output as
+//                       "profile" (bench/node_times.py reads it)
 //   --quiet             no per-tensor report on stderr
 //
 // Input generation, per graph input (sidecar "gen" entries override the
@@ -236,7 +240,7 @@ function usage(msg) {
   process.stderr.write('usage: node models/ort_run.js MODEL.onnx OUT_DIR [--inputs DIR] [--threads N] ' +
     '[--opt disabled|basic|extended|all] [--seed S] [--set N] [--spec FILE] [--dim NAME=V]... ' +
     '[--int-range LO:HI] [--pad-tail N] [--dist uniform|normal] ' +
-    '[--bench [--warmup N] [--iterations N]] [--quiet]\n');
+    '[--bench [--warmup N] [--iterations N] [--profile PREFIX]] [--quiet]\n');
   process.exit(2);
 }
 
@@ -274,6 +278,7 @@ function parseArgs(argv) {
       case '--bench': a.bench = true; break;
       case '--warmup': a.warmup = intArg(x, next()); break;
       case '--iterations': a.iterations = intArg(x, next()); break;
+      case '--profile': a.profile = next(); break;
       case '--quiet': a.quiet = true; break;
       case '-h': case '--help': usage();
       // falls through (usage exits)
@@ -288,6 +293,7 @@ function parseArgs(argv) {
   a.outDir = a.positional[1];
   if (!a.outDir && !a.bench) usage('OUT_DIR is required unless --bench');
   if (a.iterations < 1) usage('--iterations must be >= 1');
+  if (a.profile && !a.bench) usage('--profile needs --bench');
   return a;
 }
 
@@ -419,6 +425,22 @@ function percentile(sorted, p) {
   return sorted[Math.min(k, sorted.length - 1)];
 }
 
+// Runs the model a.warmup + a.iterations times in a second session with ORT's profiler on (a
+// separate session, so the timed runs above carry no profiling), and returns the trace's path:
+// ORT names it PREFIX_<date>.json itself, so it is the newest such file.
+async function profileRuns(ort, a, opts, feeds) {
+  const dir = path.dirname(path.resolve(a.profile)), base = path.basename(a.profile);
+  const session = await ort.InferenceSession.create(a.model,
+    { ...opts, enableProfiling: true, profileFilePrefix: path.resolve(a.profile) });
+  for (let i = 0; i < a.warmup + a.iterations; i++) await session.run(feeds);
+  session.endProfiling();
+  if (session.release) await session.release();
+  const traces = fs.readdirSync(dir).filter((f) => f.startsWith(base + '_') && f.endsWith('.json'))
+    .map((f) => path.join(dir, f)).sort((x, y) => fs.statSync(y).mtimeMs - fs.statSync(x).mtimeMs);
+  if (!traces.length) throw new Error(`ORT wrote no profile named ${a.profile}_*.json`);
+  return traces[0];
+}
+
 async function main() {
   const a = parseArgs(process.argv.slice(2));
   if (os.endianness() !== 'LE') throw new Error('raw_data is little-endian; this host is not');
@@ -507,6 +529,7 @@ async function main() {
       max_ms: r3(sorted[sorted.length - 1]),
       peak_rss_kb: process.resourceUsage().maxRSS,
     };
+    if (a.profile) out.profile = await profileRuns(ort, a, opts, feeds);
     process.stdout.write(JSON.stringify(out) + '\n');
   }
   if (session.release) await session.release();
