@@ -10,7 +10,13 @@ float64 and rounded, as src/kernels/gemm/conv_winograd.c does; V, the channel su
 output transform in float32) and the same outputs as direct float32 sums, both against float64.
 Prints the RMS and max error as fractions of the outputs' RMS. Scaling a point's row or column
 by a power of two changes no rounding, so only the points matter.
+
+    /usr/bin/python3 bench/winograd_points.py --stages
+
+takes the standard points' error apart: each stage rounded alone, then all of them with the
+channel sums in one run and in blocks of 32, 16 and 8.
 """
+import sys
 from fractions import Fraction as Fr
 
 import numpy as np
@@ -75,7 +81,57 @@ def errors(points, channels=128, tiles=400, seed=0):
             np.sqrt(np.mean((direct - truth) ** 2)) / rms)
 
 
+def stage_errors(points, channels=64, tiles=400, seed=0, rounded=("v", "u", "sum", "out"), block=0):
+    """RMS error (as a fraction of the outputs' RMS) of F(4x4, 3x3) with only the stages in
+    `rounded` in float32, the others in float64: v (the input transform), u (the weights'), sum
+    (the channel sums: one FMA per channel, added into a running total every `block` channels
+    when block > 0, as src/kernels/gemm/conv_winograd.c's FLUSH_CHANNELS) and out (the output
+    transform). The input itself is float32 throughout."""
+    rng = np.random.default_rng(seed)
+    at, g, bt = matrices(points)
+    d = rng.standard_normal((tiles, channels, N, N)).astype(np.float32).astype(np.float64)
+    w = rng.standard_normal((channels, R, R)) / np.sqrt(9 * channels)
+    truth = np.zeros((tiles, M, M))
+    for i in range(M):
+        for j in range(M):
+            truth[:, i, j] = np.einsum("tcab,cab->t", d[:, :, i:i + R, j:j + R], w)
+    f, f64 = np.float32, np.float64
+    u = np.einsum("pk,ckl,ql->cpq", g, w, g)
+    if "u" in rounded:
+        u = u.astype(f).astype(f64)
+    if "v" in rounded:
+        v = (bt.astype(f) @ d.astype(f) @ bt.astype(f).T).astype(f).astype(f64)
+    else:
+        v = bt @ d @ bt.T
+    if "sum" in rounded:
+        m = np.zeros((tiles, N, N))
+        total = np.zeros((tiles, N, N))
+        for c in range(channels):
+            m = (m + u[c] * v[:, c]).astype(f).astype(f64)  # an FMA: the product exact, one rounding
+            if block and (c + 1) % block == 0:
+                total, m = (total + m).astype(f).astype(f64), np.zeros_like(m)
+        m = (total + m).astype(f).astype(f64)
+    else:
+        m = np.einsum("cpq,tcpq->tpq", u, v)
+    if "out" in rounded:
+        y = (at.astype(f) @ m.astype(f) @ at.astype(f).T).astype(f)
+    else:
+        y = at @ m @ at.T
+    rms = np.sqrt(np.mean(truth ** 2))
+    return np.sqrt(np.mean((y - truth) ** 2)) / rms
+
+
 def main():
+    if "--stages" in sys.argv:
+        pts = (0, 1, -1, 2, -2)
+        print("| F(4x4), 64 channels, float32 in | RMS error |")
+        print("|---|---|")
+        for stage in ("v", "u", "sum", "out"):
+            print("| only %s | %.3g |" % (stage, stage_errors(pts, rounded=(stage,))))
+        for block in (0, 32, 16, 8):
+            label = "in blocks of %d" % block if block else "in one run"
+            print("| all, channel sums %s | %.3g |" % (label, stage_errors(pts, block=block)))
+        return
     half = Fr(1, 2)
     print("| points (and infinity) | Winograd RMS | Winograd max | direct RMS |")
     print("|---|---|---|---|")
