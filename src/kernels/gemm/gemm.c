@@ -144,10 +144,9 @@ size_t af_gemm_packed_bytes(const af_gemm_packed *p) { return p ? p->bytes : 0; 
 
 /* Cache blocking, fixed by the isa, the cache sizes, K and the desc's k_block only (never by the
  * thread count, so the summation order, and hence every result bit, is the same for any number of
- * threads). Loop order
- * per task: N blocks (nc) > K blocks (kc) > M blocks (mc) > B panels (NR) > A panels (MR), so a
- * B panel is reused from L1/L2 by every A panel of the M block, and the A block from L2 by every
- * B panel:
+ * threads). Loop order per task: N blocks (nc) > K blocks (kc) > M blocks (mc) > B panels (NR) >
+ * A panels (MR), so a B panel is reused from L1/L2 by every A panel of the M block, and the A
+ * block from L2 by every B panel:
  *   kc: K is cut into equal blocks of at most KC_MAX (or the desc's k_block where shorter), so C
  *       is read back only every kc steps.
  *       768 on a Zen 5 host (1 MB L2, 48 KB L1, where a B panel and an A panel stream from L2):
