@@ -357,7 +357,8 @@ static void check_model(const char *path, const af_hw_model *hw, samples *nodes,
     if (opt_threads > 1) af_threadpool_create(opt_threads, &pool);
     af_exec_plan plain = {0}, fplan = {0};
     af_fusion_candidates cs = {0};
-    if (af_exec_plan_unfused(g, hw->isa, opt_threads, false, false, NULL, &plain, &err) != AF_OK) {
+    const af_kernel_choice kernels = {.isa = hw->isa, .n_threads = opt_threads};
+    if (af_exec_plan_unfused(g, &kernels, false, NULL, &plain, &err) != AF_OK) {
         printf("%s: %s\n", path, err.message);
         goto done;
     }
@@ -367,7 +368,7 @@ static void check_model(const char *path, const af_hw_model *hw, samples *nodes,
     cfg.fusion_level = 3;
     for (int f = 0; f < AF_FUSION_FAMILY_COUNT; f++) cfg.policy[f] = AF_POLICY_ALWAYS; /* time every group */
     af_cost_evaluate(g, hw, &cfg, &cs, &err);
-    af_sched_options so = {.isa = hw->isa, .n_threads = opt_threads, .fusion_level = 3};
+    af_sched_options so = {.kernels = kernels, .fusion_level = 3};
     if (af_sched_build(g, &cs, &so, &fplan, &err) != AF_OK) {
         printf("%s: sched: %s\n", path, err.message);
         goto done;

@@ -76,6 +76,10 @@ void af_fusion_config_free(af_fusion_config *cfg) {
     af_fusion_config_default(cfg);
 }
 
+af_kernel_choice af_fusion_kernel_choice(const af_fusion_config *cfg, af_isa isa, int n_threads) {
+    return (af_kernel_choice){.isa = isa, .n_threads = n_threads, .no_winograd = !cfg->winograd};
+}
+
 /* ---- sizes ---- */
 
 typedef enum size_result {

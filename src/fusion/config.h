@@ -16,6 +16,7 @@
 
 #include "fusion/fusion.h"
 #include "ir/op.h"
+#include "kernels/kernel.h"
 
 typedef enum af_fusion_policy {
     AF_POLICY_ALWAYS,       /* fuse whenever legal, whatever the cost model says */
@@ -70,6 +71,9 @@ af_status af_fusion_config_parse(const char *json, af_fusion_config *cfg, af_err
  * rules loader's status (docs/rules.md). af_fusion_config_parse reads no files. */
 af_status af_fusion_config_load_file(const char *path, af_fusion_config *cfg, af_error *err);
 void af_fusion_config_free(af_fusion_config *cfg);
+/* The kernels a session on isa (clamped to the CPU) and n_threads runs under cfg: every plan the
+ * session builds, fused, unfused or the verify mode's reference, takes this one value. */
+af_kernel_choice af_fusion_kernel_choice(const af_fusion_config *cfg, af_isa isa, int n_threads);
 const char *af_fusion_policy_name(af_fusion_policy p);
 const char *af_fusion_strategy_name(af_fusion_strategy s);
 /* Parses "1.5GB", "512MB", "64KiB", "1000000" into bytes; AF_ERR_INVALID_ARGUMENT if malformed. */

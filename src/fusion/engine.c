@@ -21,7 +21,7 @@ af_status af_fusion_verify_plan(const af_graph *g, const af_fusion_config *cfg, 
                                 af_error *err) {
     double t0 = af_now_ms();
     af_verify_options vo = {
-        .isa = isa, .no_winograd = !cfg->winograd, .rtol = cfg->verify_rtol, .atol = cfg->verify_atol};
+        .kernels = af_fusion_kernel_choice(cfg, isa, n_threads), .rtol = cfg->verify_rtol, .atol = cfg->verify_atol};
     af_verify_ref seeded;
     af_status st = AF_OK;
     if (!ref) { /* one reference run serves every round: the unfused values do not change */
@@ -49,8 +49,7 @@ af_status af_fusion_verify_plan(const af_graph *g, const af_fusion_config *cfg, 
          * stay; each was run on its own against the unfused ops, and the rebuild makes the same
          * steps for them. So every group of the final plan has been checked. */
         af_exec_plan_free(plan);
-        af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level,
-                              .no_winograd = !cfg->winograd,
+        af_sched_options o = {.kernels = vo.kernels, .fusion_level = cfg->fusion_level,
                               .no_second_chance = last ? "not tried in its place: the verify rounds ran out" : NULL};
         st = af_sched_build(g, &res->candidates, &o, plan, err);
     }
@@ -65,8 +64,8 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
                          af_error *err) {
     memset(res, 0, sizeof *res);
     res->fusion_level = cfg->fusion_level;
-    if (cfg->fusion_level == 0)
-        return af_exec_plan_unfused(g, isa, n_threads, false, !cfg->winograd, release, plan, err);
+    const af_kernel_choice kernels = af_fusion_kernel_choice(cfg, isa, n_threads);
+    if (cfg->fusion_level == 0) return af_exec_plan_unfused(g, &kernels, false, release, plan, err);
     af_rule_set *rules = NULL;
     double t0 = af_now_ms();
     af_status st = af_rules_builtin(&rules, err);
@@ -86,8 +85,7 @@ af_status af_fusion_plan(const af_graph *g, const af_fusion_config *cfg, af_isa 
     if (st == AF_OK) {
         double t3 = af_now_ms();
         /* Verify runs the unfused ops on the weights and may rebuild: release after its last round. */
-        af_sched_options o = {.isa = isa, .n_threads = n_threads, .fusion_level = cfg->fusion_level,
-                              .no_winograd = !cfg->winograd,
+        af_sched_options o = {.kernels = kernels, .fusion_level = cfg->fusion_level,
                               .release = cfg->verify ? NULL : release};
         st = af_sched_build(g, &res->candidates, &o, plan, err);
         /* Packing weights is the same work unfused; the pass is what fusion adds on top. */

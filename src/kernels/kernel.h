@@ -5,7 +5,7 @@
  * epilogue program applied to each output tile while it is hot.
  *
  *   af_kernel k;
- *   af_kernel_request req = {.graph = g, .node = n, .isa = af_cpu_isa()};
+ *   af_kernel_request req = {.graph = g, .node = n, .choice = {.isa = af_cpu_isa(), .n_threads = 1}};
  *   if (af_kernel_select(&req, &k, err) != AF_OK) ...;   // k.run == NULL: no fast kernel applies
  *   k.run(&k, ctx, epilogue, pool, workspace);             // workspace: k.workspace_bytes, 64-aligned
  *   af_kernel_release(&k);
@@ -50,12 +50,19 @@ typedef struct af_kernel {
     void (*free_state)(void *state);
 } af_kernel;
 
+/* How a session chooses its kernels. One value, made from the session's ISA and threads and its
+ * config (af_fusion_kernel_choice), goes whole to every plan builder (fused, unfused, the verify
+ * mode's reference) and into every kernel request, so a setting added here reaches them all. */
+typedef struct af_kernel_choice {
+    af_isa isa;       /* the level to use (already clamped to the CPU) */
+    int n_threads;    /* the session's thread count, for blocking decisions */
+    bool no_winograd; /* 3x3 convs on the direct kernels only (config "winograd": false) */
+} af_kernel_choice;
+
 typedef struct af_kernel_request {
     const af_graph *graph;
     const af_node *node;  /* the anchor; its constant inputs may be packed */
-    af_isa isa;           /* the level to use (already clamped to the CPU) */
-    int n_threads;        /* the session's thread count, for blocking decisions */
-    bool no_winograd;     /* 3x3 convs on the direct kernels only (config "winograd": false) */
+    af_kernel_choice choice;
     /* Replacement constants for the node's inputs (e.g. Conv weights with a BatchNormalization
      * folded in): entry i, when not NULL, stands for input i, even past node->n_inputs. */
     int n_overrides;

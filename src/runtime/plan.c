@@ -30,7 +30,7 @@ void af_exec_plan_free(af_exec_plan *plan) {
     memset(plan, 0, sizeof *plan);
 }
 
-af_status af_exec_plan_unfused(const af_graph *g, af_isa isa, int n_threads, bool reference_only, bool no_winograd,
+af_status af_exec_plan_unfused(const af_graph *g, const af_kernel_choice *kernels, bool reference_only,
                                struct af_weight_release *release, af_exec_plan *plan, af_error *err) {
     memset(plan, 0, sizeof *plan);
     plan->steps = af_calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *plan->steps);
@@ -49,8 +49,7 @@ af_status af_exec_plan_unfused(const af_graph *g, af_isa isa, int n_threads, boo
         }
         s->nodes[0] = i;
         if (reference_only) continue;
-        af_kernel_request req = {
-            .graph = g, .node = &g->nodes[i], .isa = isa, .n_threads = n_threads, .no_winograd = no_winograd};
+        af_kernel_request req = {.graph = g, .node = &g->nodes[i], .choice = *kernels};
         af_status st = af_kernel_select(&req, &s->kernel, err);
         if (st != AF_OK) {
             af_exec_plan_free(plan);

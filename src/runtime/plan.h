@@ -6,7 +6,8 @@
  * built, so a new plan can be built beside a running one and swapped in.
  *
  *   af_exec_plan plan;
- *   af_exec_plan_unfused(g, isa, n_threads, false, false, NULL, &plan, err);
+ *   af_kernel_choice kc = {.isa = isa, .n_threads = n_threads};
+ *   af_exec_plan_unfused(g, &kc, false, NULL, &plan, err);
  *   ... af_exec_run(&e, err) with e.plan = &plan ...
  *   af_exec_plan_free(&plan);
  */
@@ -49,10 +50,10 @@ typedef struct af_exec_plan {
 } af_exec_plan;
 
 struct af_weight_release;
-/* One step per node, with fast kernels where one applies (none if reference_only; no Winograd
- * convolution if no_winograd). release, when not NULL, frees each packed constant once its last
- * reader is built (runtime/weight_release.h). */
-af_status af_exec_plan_unfused(const af_graph *g, af_isa isa, int n_threads, bool reference_only, bool no_winograd,
+/* One step per node, with the fast kernels `kernels` chooses where one applies (none if
+ * reference_only). release, when not NULL, frees each packed constant once its last reader is
+ * built (runtime/weight_release.h). */
+af_status af_exec_plan_unfused(const af_graph *g, const af_kernel_choice *kernels, bool reference_only,
                                struct af_weight_release *release, af_exec_plan *plan, af_error *err);
 void af_exec_plan_free(af_exec_plan *plan);
 /* Records that step s copied constant v at build time (s->held); a full list drops it, which only

@@ -33,10 +33,10 @@ static af_status build_plan(const af_graph *g, const af_plan_request *rq, af_wei
     if (rq->reference_kernels) cfg.fusion_level = 0; /* the oracle runs every node as written */
     /* Verify runs the unfused ops on the weights, for the subgraphs' check too: release after it. */
     const bool verify = cfg.verify && cfg.fusion_level > 0;
-    if (cfg.fusion_level == 0)
-        st = af_exec_plan_unfused(g, rq->isa, rq->n_threads, rq->reference_kernels, !cfg.winograd, release,
-                                  &ps->plan, err);
-    else
+    if (cfg.fusion_level == 0) {
+        const af_kernel_choice kernels = af_fusion_kernel_choice(&cfg, rq->isa, rq->n_threads);
+        st = af_exec_plan_unfused(g, &kernels, rq->reference_kernels, release, &ps->plan, err);
+    } else
         st = af_fusion_plan(g, &cfg, rq->isa, rq->n_threads, verify ? NULL : release, &ps->plan, &ps->fusion, err);
     /* Subgraphs are planned alike, but not verified on their own: a body reads its enclosing
      * graph's values, so af_subplans_verify runs them inside that graph's run. */

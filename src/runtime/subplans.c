@@ -30,9 +30,10 @@ static af_status plan_one(af_subplans *s, const af_node *owner, const af_graph *
     p->g = g;
     p->owner = owner;
     af_status st;
-    if (reference_only || cfg->fusion_level <= 0)
-        st = af_exec_plan_unfused(g, isa, n_threads, reference_only, !cfg->winograd, NULL, &p->plan, err);
-    else
+    if (reference_only || cfg->fusion_level <= 0) {
+        const af_kernel_choice kernels = af_fusion_kernel_choice(cfg, isa, n_threads);
+        st = af_exec_plan_unfused(g, &kernels, reference_only, NULL, &p->plan, err);
+    } else
         st = af_fusion_plan(g, cfg, isa, n_threads, NULL, &p->plan, &p->fusion, err);
     if (st == AF_OK) st = af_lifetimes_compute(g, &p->plan, &p->lifetimes, err);
     if (st != AF_OK) {

@@ -143,7 +143,8 @@ af_status af_subplans_verify(const af_graph *g, const af_fusion_config *cfg, af_
         return AF_OK;
     }
     verify_ctx x = {.subs = subs, .cfg = cfg, .isa = isa, .n_threads = n_threads,
-                    .vo = {.isa = isa, .no_winograd = !cfg->winograd, .rtol = cfg->verify_rtol, .atol = cfg->verify_atol}};
+                    .vo = {.kernels = af_fusion_kernel_choice(cfg, isa, n_threads), .rtol = cfg->verify_rtol,
+                           .atol = cfg->verify_atol}};
     af_verify_ref top;
     af_status st = af_verify_ref_run(g, NULL, NULL, &x.vo, &top, err);
     if (st == AF_OK) st = verify_graph(&x, g, top.ran ? &top : NULL, top.note, err);

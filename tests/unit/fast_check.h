@@ -217,7 +217,7 @@ static inline bool fx_prepare(fx *f, af_isa isa, af_kernel *k) {
     }
     fx_declare(f, out);
     fx_free_outputs(f, out);
-    af_kernel_request req = {.graph = &f->g, .node = &f->node, .isa = isa, .n_threads = 2};
+    af_kernel_request req = {.graph = &f->g, .node = &f->node, .choice = {.isa = isa, .n_threads = 2}};
     if (af_kernel_select(&req, k, &f->err) != AF_OK || !k->run) {
         af_kernel_release(k);
         return false;

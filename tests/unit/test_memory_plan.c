@@ -132,7 +132,8 @@ AF_TEST(memory_plan_reuses_elementwise_inputs_in_place) {
         af_error err = {0};
         const af_graph *g = m->graph;
         af_exec_plan plan;
-        CHECK(af_exec_plan_unfused(g, af_cpu_isa(), 1, false, false, NULL, &plan, &err) == AF_OK);
+        const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
+        CHECK(af_exec_plan_unfused(g, &kernels, false, NULL, &plan, &err) == AF_OK);
         af_lifetimes lt;
         CHECK(af_lifetimes_compute(g, &plan, &lt, &err) == AF_OK);
         af_memory_plan shared, apart;

@@ -88,10 +88,10 @@ AF_TEST(sched_fused_chains_match_unfused_on_fixtures) {
         const af_graph *g = m->graph;
         af_fusion_candidates cs = {0};
         chains(g, &cs);
-        af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 1};
+        af_sched_options o = {.kernels = {.isa = af_cpu_isa(), .n_threads = 1}, .fusion_level = 1};
         af_exec_plan fused, plain;
         CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
-        CHECK(af_exec_plan_unfused(g, af_cpu_isa(), 1, false, false, NULL, &plain, NULL) == AF_OK);
+        CHECK(af_exec_plan_unfused(g, &o.kernels, false, NULL, &plain, NULL) == AF_OK);
         int built = 0;
         for (int k = 0; k < cs.n; k++) {
             if (cs.items[k].accepted) built++;
@@ -183,10 +183,10 @@ AF_TEST(sched_fused_attention_matches_unfused_on_bert) {
         af_fusion_candidates cs = {0};
         attention_blocks(g, &cs);
         CHECK_EQ_INT(cs.n, 2); /* two layers */
-        af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 3};
+        af_sched_options o = {.kernels = {.isa = af_cpu_isa(), .n_threads = 1}, .fusion_level = 3};
         af_exec_plan fused, plain;
         CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
-        CHECK(af_exec_plan_unfused(g, af_cpu_isa(), 1, false, false, NULL, &plain, NULL) == AF_OK);
+        CHECK(af_exec_plan_unfused(g, &o.kernels, false, NULL, &plain, NULL) == AF_OK);
         /* With symbolic batch and sequence the head split is a run-time Reshape whose target is
          * Concat(dims 0 and 1 of Shape(x), H, D): its form proves the layout, so it fuses too. */
         for (int k = 0; k < cs.n; k++) {
@@ -231,7 +231,7 @@ AF_TEST(sched_dynamic_head_split_needs_batch_then_sequence) {
     af_fusion_candidates cs = {0};
     attention_blocks(g, &cs);
     CHECK_EQ_INT(cs.n, 2);
-    af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 3};
+    af_sched_options o = {.kernels = {.isa = af_cpu_isa(), .n_threads = 1}, .fusion_level = 3};
     af_exec_plan fused;
     CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
     for (int k = 0; k < cs.n; k++) {
@@ -269,7 +269,7 @@ AF_TEST(sched_second_chance_says_why_the_group_it_replaces_is_out) {
         af_fusion_candidates cs = {0};
         CHECK(af_fusion_candidates_push(&cs, &winner, NULL) == AF_OK);
         CHECK(af_fusion_candidates_push(&cs, &loser, NULL) == AF_OK);
-        af_sched_options o = {.isa = af_cpu_isa(), .n_threads = 1, .fusion_level = 3,
+        af_sched_options o = {.kernels = {.isa = af_cpu_isa(), .n_threads = 1}, .fusion_level = 3,
                               .no_second_chance = variant == 2 ? "not tried in its place: test" : NULL};
         af_exec_plan plan;
         CHECK(af_sched_build(g, &cs, &o, &plan, NULL) == AF_OK);

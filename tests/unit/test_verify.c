@@ -49,7 +49,7 @@ static int check_plan_verified(const af_exec_plan *plan, const af_fusion_candida
 
 /* The final plan checked once more, independently: every fused step matches at tolerance 0. */
 static void check_plan_exact(const af_graph *g, const af_exec_plan *plan, af_fusion_candidates *cs, int fused) {
-    af_verify_options vo = {.isa = af_cpu_isa(), .rtol = 0, .atol = 0};
+    af_verify_options vo = {.kernels = {.isa = af_cpu_isa(), .n_threads = 1}, .rtol = 0, .atol = 0};
     af_verify_result vr;
     CHECK(af_sched_verify(g, cs, plan, &vo, &vr, NULL) == AF_OK);
     CHECK_EQ_INT(vr.n_checked, fused);

@@ -386,11 +386,11 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
         snprintf(why, why_size, "out of memory");
         return false;
     }
-    *st = (attention_state){.isa = o->isa, .heads = hq, .head_dim = dq, .scale = scale, .has_mask = mask >= 0,
-                            .n_threads = o->n_threads};
+    *st = (attention_state){.isa = o->kernels.isa, .heads = hq, .head_dim = dq, .scale = scale, .has_mask = mask >= 0,
+                            .n_threads = o->kernels.n_threads};
     const af_tensor *qt = &g->values[qv].t;
     const int64_t batch = qt->dims[0] > 0 ? qt->dims[0] : 1, seq = qt->dims[1] > 0 ? qt->dims[1] : 1;
-    if (n_inner && !pack_qkv(p, o->isa, qt->dims[0] > 0 && qt->dims[1] > 0 ? batch * seq : 0, st)) {
+    if (n_inner && !pack_qkv(p, o->kernels.isa, qt->dims[0] > 0 && qt->dims[1] > 0 ? batch * seq : 0, st)) {
         attention_free(st);
         snprintf(why, why_size, "out of memory packing the Q, K and V weights");
         return false;
@@ -407,8 +407,8 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     }
     s->kernel_node = kn;
     af_attention_desc d = af_attention_desc_packed(batch, seq, seq, hq, dq);
-    d.isa = o->isa;
-    const int n_threads = o->n_threads > 0 ? o->n_threads : 1;
+    d.isa = o->kernels.isa;
+    const int n_threads = o->kernels.n_threads > 0 ? o->kernels.n_threads : 1;
     if (n_inner) qkv_layout(&d); /* the attention kernel's scratch reads the projections' rows */
     s->kernel = (af_kernel){.name = n_inner ? af_attention_qkv_name(&d) : af_attention_name(&d),
                             .state = st,

@@ -166,7 +166,7 @@ bool af_sched_build_layernorm(const af_graph *g, const af_fusion_candidate *c, c
     kn->n_attrs = 2;
     kn->attrs = attrs;
     s->kernel_node = kn;
-    af_kernel_request req = {.graph = g, .node = kn, .isa = o->isa, .n_threads = o->n_threads};
+    af_kernel_request req = {.graph = g, .node = kn, .choice = o->kernels};
     af_error err = {0};
     if (af_kernel_select(&req, &s->kernel, &err) != AF_OK || !s->kernel.run) {
         af_kernel_release(&s->kernel);

@@ -159,7 +159,7 @@ bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const 
     if (!ok) snprintf(why, why_size, "a BatchNormalization is not inference with constant statistics per channel");
     if (ok && t1.bn) d.w1 = fw1, d.b1 = fb1;
     if (ok && t2.bn) d.w2 = fw2, d.b2 = fb2;
-    if (ok && af_pwdw_kernel_make(&d, o->isa, o->n_threads, &s->kernel, &err) != AF_OK) {
+    if (ok && af_pwdw_kernel_make(&d, o->kernels.isa, o->kernels.n_threads, &s->kernel, &err) != AF_OK) {
         snprintf(why, why_size, "%s", err.message);
         ok = false;
     }

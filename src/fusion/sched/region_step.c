@@ -51,7 +51,7 @@ bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, cons
     }
     af_region_program p = {.n_instrs = c->n_nodes, .instrs = instrs, .n_inputs = n_inputs};
     af_error err = {0};
-    if (af_region_kernel_make(&p, o->isa, o->n_threads, &s->kernel, &err) != AF_OK) {
+    if (af_region_kernel_make(&p, o->kernels.isa, o->kernels.n_threads, &s->kernel, &err) != AF_OK) {
         snprintf(why, why_size, "%s", err.message);
         return false;
     }

@@ -25,8 +25,8 @@ static bool build_anchor_step(const af_graph *g, af_fusion_candidate *c, const a
         return false;
     }
     const af_tensor *overrides[3] = {NULL, w.data ? &w : NULL, b.data ? &b : NULL};
-    af_kernel_request req = {.graph = g, .node = &g->nodes[c->anchor], .isa = o->isa, .n_threads = o->n_threads,
-                             .no_winograd = o->no_winograd, .n_overrides = w.data ? 3 : 0, .overrides = overrides};
+    af_kernel_request req = {.graph = g, .node = &g->nodes[c->anchor], .choice = o->kernels,
+                             .n_overrides = w.data ? 3 : 0, .overrides = overrides};
     *st = af_kernel_select(&req, &s->kernel, err);
     if (*st != AF_OK) return false;
     if (!s->kernel.run || !s->kernel.takes_epilogue) {
@@ -237,8 +237,7 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
             }
             s->nodes[0] = i;
             plan->n_steps++;
-            af_kernel_request req = {.graph = g, .node = &g->nodes[i], .isa = o->isa, .n_threads = o->n_threads,
-                                     .no_winograd = o->no_winograd};
+            af_kernel_request req = {.graph = g, .node = &g->nodes[i], .choice = o->kernels};
             double t0 = af_now_ms();
             st = af_kernel_select(&req, &s->kernel, err);
             if (st == AF_OK) af_weight_release_step(o->release, s);

@@ -16,10 +16,8 @@
 #include "runtime/plan.h"
 
 typedef struct af_sched_options {
-    af_isa isa;
-    int n_threads;
+    af_kernel_choice kernels; /* for every step's kernel */
     int fusion_level;
-    bool no_winograd; /* the steps' convs on the direct kernels (config "winograd": false) */
     bool log;  /* print each rewrite to stderr: "fused Conv 'c1' + Relu 'r1' into step 3" */
     struct af_weight_release *release; /* NULL, or frees packed constants as steps are built
                                           (only for a build no later pass redoes) */

@@ -74,7 +74,7 @@ bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af
         return false;
     }
     af_error err = {0};
-    if (af_se_kernel_make(&d, o->isa, o->n_threads, &s->kernel, &err) != AF_OK) {
+    if (af_se_kernel_make(&d, o->kernels.isa, o->kernels.n_threads, &s->kernel, &err) != AF_OK) {
         snprintf(why, why_size, "%s", err.message);
         return false;
     }

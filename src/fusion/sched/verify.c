@@ -107,7 +107,9 @@ af_status af_verify_ref_run(const af_graph *g, const af_tensor *inputs, af_verif
     }
     af_exec_plan unfused = {0};
     void *workspace = NULL;
-    af_status st = af_exec_plan_unfused(g, o->isa, 1, false, o->no_winograd, NULL, &unfused, err);
+    af_kernel_choice one_thread = o->kernels;
+    one_thread.n_threads = 1;
+    af_status st = af_exec_plan_unfused(g, &one_thread, false, NULL, &unfused, err);
     if (st == AF_OK && unfused.workspace_bytes && !(workspace = af_malloc_aligned(unfused.workspace_bytes)))
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory verifying fusions");
     if (st == AF_OK) st = af_exec_init(&ref->run, g, parent ? &parent->run : NULL, err);

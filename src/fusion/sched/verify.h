@@ -22,8 +22,7 @@
 #include "runtime/plan.h"
 
 typedef struct af_verify_options {
-    af_isa isa;
-    bool no_winograd;          /* the unfused run's convs on the direct kernels, as the plan's */
+    af_kernel_choice kernels;  /* the plan's; the unfused run takes them on one thread */
     double rtol, atol;         /* a value passes when |fused - unfused| <= atol + rtol |unfused| */
     const af_limits *limits;   /* for the runs; NULL: the defaults */
 } af_verify_options;

@@ -225,18 +225,18 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
 
     conv_state *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing Conv '%s'", n->name);
-    *s = (conv_state){.isa = req->isa, .cout = cout, .cin = cin, .groups = groups, .kh = w->dims[2],
+    *s = (conv_state){.isa = req->choice.isa, .cout = cout, .cin = cin, .groups = groups, .kh = w->dims[2],
                       .kw = w->dims[3], .bias = b ? b->data : NULL,
                       .out_hw = y->rank == 4 && y->dims[2] >= 0 && y->dims[3] >= 0 ? y->dims[2] * y->dims[3] : -1};
     af_status st = AF_OK;
     bool depthwise = groups == cin && groups == cout;
     if (depthwise) {
-        st = af_depthwise_conv_prepare(req->isa, w->data, cout, s->kh, s->kw, &s->dw);
+        st = af_depthwise_conv_prepare(req->choice.isa, w->data, cout, s->kh, s->kw, &s->dw);
         if (st != AF_OK) goto fail;
         k->name = af_depthwise_conv_name(&s->dw);
         if (y->rank == 4 && y->dims[2] > 0 && y->dims[3] > 0) /* unknown sizes run the bounds-checked path */
             k->workspace_bytes = af_depthwise_conv_scratch_bytes(&s->dw, &geo, y->dims[2], y->dims[3],
-                                                                 req->n_threads > 0 ? req->n_threads : 1);
+                                                                 req->choice.n_threads > 0 ? req->choice.n_threads : 1);
     } else {
         s->pointwise = s->kh == 1 && s->kw == 1 && geo.stride[0] == 1 && geo.stride[1] == 1 &&
                        geo.pad_begin[0] == 0 && geo.pad_begin[1] == 0 && geo.pad_end[0] == 0 && geo.pad_end[1] == 0 &&
@@ -250,15 +250,15 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
          * (af_conv_implicit_channel_rows: 16 output channels or fewer, say) it beats the GEMM's
          * 14-row one. */
         const bool gemm_1x1 =
-            s->kh == 1 && s->kw == 1 && oh * ow >= 256 && !af_conv_implicit_channel_rows(req->isa, cin, cout);
-        const int n_threads = req->n_threads > 0 ? req->n_threads : 1;
-        const int wino_m = req->no_winograd || getenv("AF_NO_WINOGRAD") || oh < 1 || ow < 1
+            s->kh == 1 && s->kw == 1 && oh * ow >= 256 && !af_conv_implicit_channel_rows(req->choice.isa, cin, cout);
+        const int n_threads = req->choice.n_threads > 0 ? req->choice.n_threads : 1;
+        const int wino_m = req->choice.no_winograd || getenv("AF_NO_WINOGRAD") || oh < 1 || ow < 1
                                ? 0
                                : af_conv_winograd_tile(&geo, s->kh, s->kw, groups, cin, cout, oh, ow, n_threads);
         if (wino_m) {
             /* U takes (m + 2)^2 / 9 of the weights' memory: where it cannot be had (out of
              * memory included), the implicit GEMM below packs them at their own size. */
-            st = af_conv_winograd_prepare(req->isa, wino_m, w->data, cout, cin, &s->wino);
+            st = af_conv_winograd_prepare(req->choice.isa, wino_m, w->data, cout, cin, &s->wino);
             size_t ws = st == AF_OK ? af_conv_winograd_workspace(&s->wino, oh, ow, n_threads) : 0;
             if (ws > 0) {
                 k->workspace_bytes = ws;
@@ -270,7 +270,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
             st = AF_OK;
         }
         if (groups == 1 && oh > 0 && ow > 0 && !gemm_1x1) {
-            st = af_conv_implicit_prepare(req->isa, w->data, cout, cin, s->kh, s->kw, &s->implicit);
+            st = af_conv_implicit_prepare(req->choice.isa, w->data, cout, cin, s->kh, s->kw, &s->implicit);
             if (st != AF_OK) goto fail;
             if (af_conv_implicit_fit(&s->implicit, &geo, oh, ow)) {
                 k->workspace_bytes = af_conv_implicit_workspace(&s->implicit, &geo, oh, ow);
@@ -287,7 +287,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
             goto fail;
         }
         for (int64_t g = 0; g < groups && st == AF_OK; g++)
-            st = af_gemm_pack_a(req->isa, 1, mg, kdim, (const float *)w->data + g * mg * kdim, kdim, false, 0,
+            st = af_gemm_pack_a(req->choice.isa, 1, mg, kdim, (const float *)w->data + g * mg * kdim, kdim, false, 0,
                                 &s->packed[g]);
         if (st != AF_OK) goto fail;
         /* Scratch: the unfolded input of one group plus the GEMM's packing buffers. Unknown
@@ -296,7 +296,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         if (hw < 0 && !s->pointwise) goto unplanned;
         size_t col = s->pointwise ? 0 : (((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63);
         af_gemm_desc d = conv_gemm_desc(s, 0, hw > 0 ? hw : 1);
-        k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->n_threads > 0 ? req->n_threads : 1);
+        k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->choice.n_threads > 0 ? req->choice.n_threads : 1);
         k->name = s->pointwise ? "f32_conv1x1_gemm" : "f32_conv_im2col_gemm";
     }
 done:

@@ -254,10 +254,10 @@ af_status af_fast_conv_transpose_prepare(const af_kernel_request *req, af_kernel
 
     ct_state *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing ConvTranspose '%s'", n->name);
-    *s = (ct_state){.isa = af_cpu_isa_clamp(req->isa), .n_sp = n_sp, .cin = cin, .cout = cout, .groups = groups,
+    *s = (ct_state){.isa = af_cpu_isa_clamp(req->choice.isa), .n_sp = n_sp, .cin = cin, .cout = cout, .groups = groups,
                     .kh = kh, .kw = kw, .direct = direct, .bias = b ? b->data : NULL,
                     .runtime_bias = b && !b->data,
-                    .apply = af_epilogue_tile_fn_for(req->isa)};
+                    .apply = af_epilogue_tile_fn_for(req->choice.isa)};
     const int64_t rows = mg * kh * kw;
     af_status st = AF_OK;
     const bool pack = w->data != NULL;
@@ -286,7 +286,7 @@ af_status af_fast_conv_transpose_prepare(const af_kernel_request *req, af_kernel
         d.lda = rows;
         d.trans_a = true;
     }
-    k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->n_threads > 0 ? req->n_threads : 1);
+    k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->choice.n_threads > 0 ? req->choice.n_threads : 1);
     k->name = ct_names[direct][s->isa];
     k->state = s;
     k->free_state = ct_free;

@@ -250,7 +250,7 @@ af_status af_fast_elementwise_prepare(const af_kernel_request *req, af_kernel *k
     const af_tensor *x = af_kernel_input(req, 0);
     const af_tensor *y = n->n_outputs > 0 && n->outputs[0] >= 0 ? &req->graph->values[n->outputs[0]].t : NULL;
     if (!is_f32(x) || !is_f32(y)) return AF_OK;
-    ew_state st = {.vk = af_vec_kernels_for(req->isa)};
+    ew_state st = {.vk = af_vec_kernels_for(req->choice.isa)};
     if (!unary_of(req, &st)) {
         if (!binary_of(n, &st)) return AF_OK;
         const af_tensor *b = af_kernel_input(req, 1);

@@ -151,7 +151,7 @@ af_status af_fast_matmul_prepare(const af_kernel_request *req, af_kernel *k, af_
     }
     matmul_state *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing '%s'", n->name);
-    s->isa = req->isa;
+    s->isa = req->choice.isa;
     s->gemm = gemm;
     s->trans_a = gemm && af_node_attr_int(n, "transA", 0);
     s->trans_b = trans_b;
@@ -165,8 +165,8 @@ af_status af_fast_matmul_prepare(const af_kernel_request *req, af_kernel *k, af_
         int64_t rows = 0;
         if (gemm) rows = s->trans_a ? a->dims[1] : a->dims[0];
         else if (s->N > 0 && af_tensor_numel(y) > 0) rows = af_tensor_numel(y) / s->N;
-        st = af_gemm_pack_b_for_rows(req->isa, rows > 0 ? rows : 0, 1, s->K, s->N, b->data, b->dims[1], trans_b, 0,
-                                     &s->packed_b);
+        st = af_gemm_pack_b_for_rows(req->choice.isa, rows > 0 ? rows : 0, 1, s->K, s->N, b->data, b->dims[1],
+                                     trans_b, 0, &s->packed_b);
         if (st != AF_OK) goto fail;
     }
     if (gemm) {
@@ -179,12 +179,12 @@ af_status af_fast_matmul_prepare(const af_kernel_request *req, af_kernel *k, af_
     /* Scratch for the largest GEMM this node runs with its static shapes; dynamic shapes may
      * outgrow it, and the GEMM then allocates its own (correct, slower). */
     af_gemm_desc d = af_gemm_desc_default();
-    d.isa = req->isa;
+    d.isa = req->choice.isa;
     d.K = a->dims[a->rank - 1] > 0 ? a->dims[a->rank - 1] : 1;
     d.N = y->dims[y->rank - 1] > 0 ? y->dims[y->rank - 1] : 1;
     d.M = af_tensor_numel(y) > 0 ? af_tensor_numel(y) / d.N : 1;
     d.packed_b = s->packed_b;
-    k->workspace_bytes = af_sgemm_workspace_size(&d, req->n_threads > 0 ? req->n_threads : 1);
+    k->workspace_bytes = af_sgemm_workspace_size(&d, req->choice.n_threads > 0 ? req->choice.n_threads : 1);
     k->name = s->packed_b ? "f32_gemm_packed_b" : "f32_gemm_batched";
     k->state = s;
     k->free_state = matmul_free;

@@ -226,7 +226,7 @@ af_status af_fast_norm_prepare(const af_kernel_request *req, af_kernel *k, af_er
     }
     norm_state *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing '%s'", n->name);
-    s->vk = af_vec_kernels_for(req->isa);
+    s->vk = af_vec_kernels_for(req->choice.isa);
     s->op = n->op;
     s->eps = af_node_attr_float(n, "epsilon", 1e-5f);
     if (n->op == AF_OP_BATCH_NORMALIZATION) {

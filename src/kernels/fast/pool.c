@@ -150,7 +150,7 @@ af_status af_fast_pool_prepare(const af_kernel_request *req, af_kernel *k, af_er
     }
     pool_state *s = af_malloc(sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing '%s'", n->name);
-    *s = (pool_state){.vk = af_vec_kernels_for(req->isa), .global = global, .max = max};
+    *s = (pool_state){.vk = af_vec_kernels_for(req->choice.isa), .global = global, .max = max};
     k->name = pool_names[(global ? 2 : 0) + (max ? 0 : 1)][s->vk->isa];
     k->state = s;
     k->free_state = af_free;

@@ -420,15 +420,15 @@ af_status af_fast_recurrent_prepare(const af_kernel_request *req, af_kernel *k, 
         return AF_OK;
     rnn_state *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing '%s'", n->name);
-    *s = (rnn_state){.isa = req->isa, .n_gates = d.n_gates, .n_dirs = d.n_dirs, .input = in, .hidden = hid};
+    *s = (rnn_state){.isa = req->choice.isa, .n_gates = d.n_gates, .n_dirs = d.n_dirs, .input = in, .hidden = hid};
     /* W [dirs*gh, in] is W^T stored transposed: one operand for every direction. */
-    af_status st = af_gemm_pack_b(req->isa, 1, in, d.n_dirs * gh, w->data, in, true, 0, &s->w);
+    af_status st = af_gemm_pack_b(req->choice.isa, 1, in, d.n_dirs * gh, w->data, in, true, 0, &s->w);
     int64_t rec_n = d.n_gates == 3 ? 2 * hid : gh;
     for (int dir = 0; dir < d.n_dirs && st == AF_OK; dir++) {
         const float *rd = (const float *)r->data + dir * gh * hid;
-        st = af_gemm_pack_b(req->isa, 1, hid, rec_n, rd, hid, true, 0, &s->r[dir]);
+        st = af_gemm_pack_b(req->choice.isa, 1, hid, rec_n, rd, hid, true, 0, &s->r[dir]);
         if (st == AF_OK && d.n_gates == 3)
-            st = af_gemm_pack_b(req->isa, 1, hid, hid, rd + 2 * hid * hid, hid, true, 0, &s->r_h[dir]);
+            st = af_gemm_pack_b(req->choice.isa, 1, hid, hid, rd + 2 * hid * hid, hid, true, 0, &s->r_h[dir]);
     }
     if (st != AF_OK) {
         rnn_free(s);
@@ -437,7 +437,8 @@ af_status af_fast_recurrent_prepare(const af_kernel_request *req, af_kernel *k, 
     }
     /* Scratch for the static shapes; unknown or larger ones allocate their own at run. */
     rnn_scratch l;
-    if (d.seq >= 0 && d.batch >= 0 && plan_scratch(s, d.seq, d.batch, req->n_threads > 0 ? req->n_threads : 1, &l))
+    const int n_threads = req->choice.n_threads > 0 ? req->choice.n_threads : 1;
+    if (d.seq >= 0 && d.batch >= 0 && plan_scratch(s, d.seq, d.batch, n_threads, &l))
         k->workspace_bytes = l.total;
     k->name = d.n_gates == 4 ? "f32_lstm" : d.n_gates == 3 ? "f32_gru" : "f32_rnn";
     k->state = s;

@@ -204,7 +204,7 @@ af_status af_fast_reduce_prepare(const af_kernel_request *req, af_kernel *k, af_
     if (!x || x->dtype != AF_DTYPE_FLOAT || y->dtype != AF_DTYPE_FLOAT) return AF_OK;
     red_state *s = af_malloc(sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing '%s'", n->name);
-    s->rk = af_reduce_kernels_for(req->isa);
+    s->rk = af_reduce_kernels_for(req->choice.isa);
     /* The name reports the layout the declared shapes give; the run decides again. */
     bool cols = false;
     const af_tensor *ins[2] = {x, af_kernel_input(req, 1)};

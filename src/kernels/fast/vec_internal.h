@@ -4,7 +4,7 @@
  * vec_scalar.c, vec_avx2.c and vec_avx512.c into one table each. A driver picks the table once,
  * at prepare, and never tests CPU features again:
  *
- *   const af_vec_kernels *vk = af_vec_kernels_for(req->isa);      // clamped to the CPU
+ *   const af_vec_kernels *vk = af_vec_kernels_for(req->choice.isa);      // clamped to the CPU
  *   vk->ew_unary(AF_EW_RELU, 0, 0, n, x, y);
  *
  * Every loop computes each output element the same way wherever a chunk starts or ends (tails
