@@ -22,9 +22,7 @@
 typedef struct verify_ctx {
     af_subplans *subs;
     const af_fusion_config *cfg;
-    af_isa isa;
-    int n_threads;
-    af_verify_options vo;
+    af_verify_options vo; /* vo.kernels: the session's ISA and threads under cfg */
 } verify_ctx;
 
 static bool has_fused_steps(const af_exec_plan *p) {
@@ -77,8 +75,8 @@ static af_status check_subplan(verify_ctx *x, af_subplan *sp, af_verify_ref *ref
         snprintf(res->verify_note, sizeof res->verify_note, "verify skipped: %s", why);
         return AF_OK;
     }
-    af_status st = af_fusion_verify_plan(sp->g, x->cfg, x->isa, x->n_threads, AF_VERIFY_MAX_ROUNDS, ref, &sp->plan,
-                                         res, err);
+    af_status st = af_fusion_verify_plan(sp->g, x->cfg, x->vo.kernels.isa, x->vo.kernels.n_threads,
+                                         AF_VERIFY_MAX_ROUNDS, ref, &sp->plan, res, err);
     if (st != AF_OK) return st;
     snprintf(res->verify_note, sizeof res->verify_note,
              "verify (%s, captured values from the enclosing graph's unfused run): %d fused groups checked, %d backed "
@@ -142,7 +140,7 @@ af_status af_subplans_verify(const af_graph *g, const af_fusion_config *cfg, af_
                          "verify: no fused groups to check");
         return AF_OK;
     }
-    verify_ctx x = {.subs = subs, .cfg = cfg, .isa = isa, .n_threads = n_threads,
+    verify_ctx x = {.subs = subs, .cfg = cfg,
                     .vo = {.kernels = af_fusion_kernel_choice(cfg, isa, n_threads), .rtol = cfg->verify_rtol,
                            .atol = cfg->verify_atol}};
     af_verify_ref top;
