@@ -45,6 +45,27 @@ typedef struct ct_state {
     af_epilogue_tile_fn apply;
 } ct_state;
 
+/* The GEMM of group gi over hw input pixels: m rows of op(A) = W_gi^T, rows x cg as packed, or W
+ * read in place (w, [cin, rows] per group), summed in the blocks of K the conv kernels sum in
+ * (AF_CONV_FLUSH_K). B, C and the epilogue are the caller's. */
+static af_gemm_desc ct_gemm_desc(const ct_state *s, const float *w, int64_t gi, int64_t m, int64_t rows, int64_t hw) {
+    const int64_t cg = s->cin / s->groups;
+    af_gemm_desc d = af_gemm_desc_default();
+    d.isa = s->isa;
+    d.M = m;
+    d.N = d.ldb = d.ldc = hw;
+    d.K = cg;
+    d.k_block = AF_CONV_FLUSH_K;
+    if (s->packed) {
+        d.packed_a = s->packed[gi];
+    } else {
+        d.A = w ? w + gi * cg * rows : NULL;
+        d.lda = rows;
+        d.trans_a = true;
+    }
+    return d;
+}
+
 static void ct_free(void *p) {
     ct_state *s = p;
     for (int64_t g = 0; s->packed && g < s->groups; g++) af_gemm_packed_free(s->packed[g]);
@@ -184,23 +205,9 @@ static af_status ct_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi
     for (int64_t n = 0; n < n_img; n++) {
         for (int64_t gi = 0; gi < s->groups; gi++) {
             float *yg = yd + (n * s->cout + gi * mg) * ohw;
-            af_gemm_desc d = af_gemm_desc_default();
-            d.isa = s->isa;
-            d.M = direct ? mg : rows;
-            d.N = hw;
-            d.K = cg;
-            d.k_block = AF_CONV_FLUSH_K; /* as the direct kernels sum */
-            if (s->packed) {
-                d.packed_a = s->packed[gi];
-            } else {
-                d.A = (const float *)w->data + gi * cg * rows;
-                d.lda = rows;
-                d.trans_a = true;
-            }
+            af_gemm_desc d = ct_gemm_desc(s, w->data, gi, direct ? mg : rows, rows, hw);
             d.B = xd + (n * s->cin + gi * cg) * hw;
-            d.ldb = hw;
             d.C = direct ? yg : col;
-            d.ldc = hw;
             size_t need = af_sgemm_workspace_size(&d, af_threadpool_n_threads(pool));
             if (workspace && col_bytes + need <= k->workspace_bytes) {
                 d.workspace = (char *)workspace + col_bytes;
@@ -273,19 +280,8 @@ af_status af_fast_conv_transpose_prepare(const af_kernel_request *req, af_kernel
         return AF_OK; /* shapes the packer refuses: the reference runs */
     }
     size_t col = direct ? 0 : (((size_t)(rows * hw) * sizeof(float) + 63) & ~(size_t)63);
-    af_gemm_desc d = af_gemm_desc_default();
-    d.isa = s->isa;
-    d.M = direct ? mg : rows;
-    d.N = hw > 0 ? hw : 1;
-    d.K = cg;
-    d.k_block = AF_CONV_FLUSH_K;
-    if (pack) {
-        d.packed_a = s->packed[0];
-    } else {
-        d.A = w->data; /* only the sizes matter here */
-        d.lda = rows;
-        d.trans_a = true;
-    }
+    /* Only the sizes matter here (W may have no data). */
+    af_gemm_desc d = ct_gemm_desc(s, w->data, 0, direct ? mg : rows, rows, hw > 0 ? hw : 1);
     k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->choice.n_threads > 0 ? req->choice.n_threads : 1);
     k->name = ct_names[direct][s->isa];
     k->state = s;
