@@ -4,18 +4,6 @@
 
 #include "ir/shape/movement.h"
 
-static af_status need_input(const af_op_ctx *c, int i, const char *name, const af_tensor **x) {
-    *x = af_ctx_input(c, i);
-    if (!*x) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs input %s", name);
-    return af_movement_check_dtype(c, *x, name);
-}
-
-static af_status need_output(const af_op_ctx *c, af_tensor **out) {
-    *out = af_ctx_output(c, 0);
-    if (!*out) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs an output");
-    return AF_OK;
-}
-
 /* Indices must be int32 or int64. */
 static af_status check_indices(const af_op_ctx *c, const af_tensor *idx) {
     if (idx->dtype != AF_DTYPE_UNDEFINED && idx->dtype != AF_DTYPE_INT32 && idx->dtype != AF_DTYPE_INT64)
@@ -37,8 +25,8 @@ af_status af_infer_GATHER(af_op_ctx *c) {
     const af_tensor *x, *idx;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_input(c, 1, "indices", &idx)) ||
-        (st = need_output(c, &out)) || (st = check_indices(c, idx)))
+    if ((st = af_movement_need_input(c, 0, "data", &x)) || (st = af_movement_need_input(c, 1, "indices", &idx)) ||
+        (st = af_movement_need_output(c, &out)) || (st = check_indices(c, idx)))
         return st;
     if (x->rank == 0) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "data must have rank 1 or more");
     if (x->rank < 0 || idx->rank < 0) {
@@ -60,8 +48,8 @@ af_status af_infer_GATHER_ELEMENTS(af_op_ctx *c) {
     const af_tensor *x, *idx;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_input(c, 1, "indices", &idx)) ||
-        (st = need_output(c, &out)) || (st = check_indices(c, idx)))
+    if ((st = af_movement_need_input(c, 0, "data", &x)) || (st = af_movement_need_input(c, 1, "indices", &idx)) ||
+        (st = af_movement_need_output(c, &out)) || (st = check_indices(c, idx)))
         return st;
     if (x->rank >= 0 && idx->rank >= 0 && x->rank != idx->rank)
         return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "indices have rank %d, data %d", idx->rank, x->rank);
@@ -79,8 +67,8 @@ af_status af_infer_GATHER_ND(af_op_ctx *c) {
     const af_tensor *x, *idx;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_input(c, 1, "indices", &idx)) ||
-        (st = need_output(c, &out)))
+    if ((st = af_movement_need_input(c, 0, "data", &x)) || (st = af_movement_need_input(c, 1, "indices", &idx)) ||
+        (st = af_movement_need_output(c, &out)))
         return st;
     if (idx->dtype != AF_DTYPE_UNDEFINED && idx->dtype != AF_DTYPE_INT64)
         return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "indices are %s, int64 is needed",
@@ -129,8 +117,8 @@ static af_status scatter_setup(const af_op_ctx *c, const af_tensor **x, const af
     af_status st;
     af_tensor *out;
     af_movement_reduction r;
-    if ((st = need_input(c, 0, "data", x)) || (st = need_input(c, 1, "indices", idx)) ||
-        (st = need_input(c, 2, "updates", upd)) || (st = need_output(c, &out)) ||
+    if ((st = af_movement_need_input(c, 0, "data", x)) || (st = af_movement_need_input(c, 1, "indices", idx)) ||
+        (st = af_movement_need_input(c, 2, "updates", upd)) || (st = af_movement_need_output(c, &out)) ||
         (st = check_indices(c, *idx)) || (st = af_movement_reduction_of(c, &r)))
         return st;
     if ((*upd)->dtype != AF_DTYPE_UNDEFINED && (*x)->dtype != AF_DTYPE_UNDEFINED &&
@@ -198,8 +186,8 @@ af_status af_infer_ONE_HOT(af_op_ctx *c) {
     const af_tensor *idx, *depth, *values;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "indices", &idx)) || (st = need_input(c, 1, "depth", &depth)) ||
-        (st = need_input(c, 2, "values", &values)) || (st = need_output(c, &out)))
+    if ((st = af_movement_need_input(c, 0, "indices", &idx)) || (st = af_movement_need_input(c, 1, "depth", &depth)) ||
+        (st = af_movement_need_input(c, 2, "values", &values)) || (st = af_movement_need_output(c, &out)))
         return st;
     if (values->rank > 1 || (values->rank == 1 && values->dims[0] >= 0 && values->dims[0] != 2))
         return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "values must hold [off_value, on_value]");

@@ -6,15 +6,10 @@
 
 #include "ir/shape/movement.h"
 
+/* Unlike af_movement_need_input, no dtype check: Shape and Size read only the input's shape. */
 static af_status need_input(const af_op_ctx *c, int i, const char *name, const af_tensor **x) {
     *x = af_ctx_input(c, i);
     if (!*x) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs input %s", name);
-    return AF_OK;
-}
-
-static af_status need_output(const af_op_ctx *c, af_tensor **out) {
-    *out = af_ctx_output(c, 0);
-    if (!*out) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs an output");
     return AF_OK;
 }
 
@@ -36,7 +31,7 @@ af_status af_infer_SHAPE(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = need_input(c, 0, "data", &x)) || (st = af_movement_need_output(c, &out))) return st;
     af_movement_unknown(out, AF_DTYPE_INT64, 1);
     if (x->rank < 0) return AF_OK;
     int start, end;
@@ -49,7 +44,7 @@ af_status af_infer_SIZE(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = need_input(c, 0, "data", &x)) || (st = af_movement_need_output(c, &out))) return st;
     af_movement_unknown(out, AF_DTYPE_INT64, 0);
     return AF_OK;
 }
@@ -74,7 +69,7 @@ af_status af_infer_CONSTANT_OF_SHAPE(af_op_ctx *c) {
     const af_tensor *s;
     af_tensor *out, value;
     af_status st;
-    if ((st = need_input(c, 0, "input", &s)) || (st = need_output(c, &out)) ||
+    if ((st = need_input(c, 0, "input", &s)) || (st = af_movement_need_output(c, &out)) ||
         (st = af_generators_fill_value(c, &value)))
         return st;
     if (!af_movement_known(s)) {
@@ -135,7 +130,7 @@ af_status af_infer_RANGE(af_op_ctx *c) {
     af_tensor *out;
     af_status st;
     if ((st = need_input(c, 0, "start", &in[0])) || (st = need_input(c, 1, "limit", &in[1])) ||
-        (st = need_input(c, 2, "delta", &in[2])) || (st = need_output(c, &out)))
+        (st = need_input(c, 2, "delta", &in[2])) || (st = af_movement_need_output(c, &out)))
         return st;
     af_dtype dt = in[0]->dtype;
     for (int i = 0; i < 3; i++) {
@@ -162,7 +157,7 @@ af_status af_infer_NON_ZERO(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "X", &x)) || (st = need_output(c, &out)) ||
+    if ((st = need_input(c, 0, "X", &x)) || (st = af_movement_need_output(c, &out)) ||
         (st = af_movement_check_dtype(c, x, "X")))
         return st;
     af_movement_unknown(out, AF_DTYPE_INT64, 2);
@@ -176,7 +171,7 @@ af_status af_infer_EYE_LIKE(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "input", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = need_input(c, 0, "input", &x)) || (st = af_movement_need_output(c, &out))) return st;
     if (x->rank >= 0 && x->rank != 2)
         return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "input has rank %d, expected 2", x->rank);
     int64_t dt = af_node_attr_int(c->node, "dtype", x->dtype);

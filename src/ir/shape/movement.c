@@ -5,26 +5,12 @@
 #include "ir/shape/movement.h"
 #include "util/alloc.h"
 
-/* Fetches required input i into *x and checks its dtype; fails naming it when missing. */
-static af_status need_input(const af_op_ctx *c, int i, const char *name, const af_tensor **x) {
-    *x = af_ctx_input(c, i);
-    if (!*x) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs input %s", name);
-    return af_movement_check_dtype(c, *x, name);
-}
-
-/* Output 0, which these ops require. */
-static af_status need_output(const af_op_ctx *c, af_tensor **out) {
-    *out = af_ctx_output(c, 0);
-    if (!*out) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs an output");
-    return AF_OK;
-}
-
 af_status af_infer_RESHAPE(af_op_ctx *c) {
     const af_tensor *x, *s;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_input(c, 1, "shape", &s)) ||
-        (st = need_output(c, &out)))
+    if ((st = af_movement_need_input(c, 0, "data", &x)) || (st = af_movement_need_input(c, 1, "shape", &s)) ||
+        (st = af_movement_need_output(c, &out)))
         return st;
     if (!af_movement_known(s)) {
         int64_t n = af_movement_len(s);
@@ -90,7 +76,7 @@ af_status af_infer_FLATTEN(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "input", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = af_movement_need_input(c, 0, "input", &x)) || (st = af_movement_need_output(c, &out))) return st;
     af_movement_unknown(out, x->dtype, 2);
     if (x->rank < 0) return AF_OK;
     int64_t axis = af_node_attr_int(c->node, "axis", 1);
@@ -108,7 +94,7 @@ af_status af_infer_TRANSPOSE(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = af_movement_need_input(c, 0, "data", &x)) || (st = af_movement_need_output(c, &out))) return st;
     if (x->rank < 0) {
         const int64_t *p;
         int n = af_node_attr_ints(c->node, "perm", &p);
@@ -151,7 +137,7 @@ af_status af_infer_SQUEEZE(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = af_movement_need_input(c, 0, "data", &x)) || (st = af_movement_need_output(c, &out))) return st;
     int64_t axes[AF_MAX_RANK];
     int n;
     bool known;
@@ -190,7 +176,7 @@ af_status af_infer_UNSQUEEZE(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = af_movement_need_input(c, 0, "data", &x)) || (st = af_movement_need_output(c, &out))) return st;
     int64_t axes[AF_MAX_RANK];
     int n;
     bool known;
@@ -214,7 +200,7 @@ af_status af_infer_UNSQUEEZE(af_op_ctx *c) {
 af_status af_infer_CONCAT(af_op_ctx *c) {
     af_tensor *out;
     af_status st;
-    if ((st = need_output(c, &out))) return st;
+    if ((st = af_movement_need_output(c, &out))) return st;
     if (c->n_inputs < 1) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs at least one input");
     if (!af_node_attr(c->node, "axis"))
         return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs the axis attribute");
@@ -271,7 +257,7 @@ af_status af_infer_CONCAT(af_op_ctx *c) {
 af_status af_infer_SPLIT(af_op_ctx *c) {
     const af_tensor *x;
     af_status st;
-    if ((st = need_input(c, 0, "input", &x))) return st;
+    if ((st = af_movement_need_input(c, 0, "input", &x))) return st;
     if (c->n_outputs < 1) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs at least one output");
     int axis = 0;
     if (x->rank >= 0 && (st = af_ctx_axis(c, af_node_attr_int(c->node, "axis", 0), x->rank, &axis)))
@@ -294,7 +280,7 @@ af_status af_infer_SLICE(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = af_movement_need_input(c, 0, "data", &x)) || (st = af_movement_need_output(c, &out))) return st;
     if (x->rank < 0 || !af_movement_slice_known(c)) {
         af_movement_unknown(out, x->dtype, x->rank);
         return AF_OK;
@@ -310,8 +296,8 @@ af_status af_infer_EXPAND(af_op_ctx *c) {
     const af_tensor *x, *s;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "input", &x)) || (st = need_input(c, 1, "shape", &s)) ||
-        (st = need_output(c, &out)))
+    if ((st = af_movement_need_input(c, 0, "input", &x)) || (st = af_movement_need_input(c, 1, "shape", &s)) ||
+        (st = af_movement_need_output(c, &out)))
         return st;
     if (!af_movement_known(s)) {
         int64_t n = af_movement_len(s);
@@ -342,8 +328,8 @@ af_status af_infer_TILE(af_op_ctx *c) {
     const af_tensor *x, *r;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "input", &x)) || (st = need_input(c, 1, "repeats", &r)) ||
-        (st = need_output(c, &out)))
+    if ((st = af_movement_need_input(c, 0, "input", &x)) || (st = af_movement_need_input(c, 1, "repeats", &r)) ||
+        (st = af_movement_need_output(c, &out)))
         return st;
     int rank = x->rank >= 0 ? x->rank : (int)af_movement_len(r);
     if ((st = af_movement_check_rank(c, rank))) return st;
@@ -370,7 +356,7 @@ af_status af_infer_PAD(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "data", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = af_movement_need_input(c, 0, "data", &x)) || (st = af_movement_need_output(c, &out))) return st;
     af_movement_pad_mode mode;
     if ((st = af_movement_pad_mode_of(c, &mode))) return st;
     const af_tensor *v = c->opset >= 11 ? af_ctx_input(c, 2) : NULL;
@@ -404,7 +390,7 @@ af_status af_infer_PAD(af_op_ctx *c) {
 /* DepthToSpace / SpaceToDepth: a 4-D input and a positive blocksize. */
 static af_status block_setup(const af_op_ctx *c, const af_tensor **x, af_tensor **out, int64_t *b) {
     af_status st;
-    if ((st = need_input(c, 0, "input", x)) || (st = need_output(c, out))) return st;
+    if ((st = af_movement_need_input(c, 0, "input", x)) || (st = af_movement_need_output(c, out))) return st;
     *b = af_node_attr_int(c->node, "blocksize", 0);
     if (*b <= 0 || *b > (1 << 20))
         return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "blocksize %lld is invalid", (long long)*b);
@@ -469,7 +455,7 @@ af_status af_infer_TRILU(af_op_ctx *c) {
     const af_tensor *x;
     af_tensor *out;
     af_status st;
-    if ((st = need_input(c, 0, "input", &x)) || (st = need_output(c, &out))) return st;
+    if ((st = af_movement_need_input(c, 0, "input", &x)) || (st = af_movement_need_output(c, &out))) return st;
     if (x->rank >= 0 && x->rank < 2)
         return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "input has rank %d, at least 2 is needed", x->rank);
     const af_tensor *k = af_ctx_input(c, 1);

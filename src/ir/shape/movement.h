@@ -18,6 +18,10 @@ bool af_movement_known(const af_tensor *t);
 bool af_movement_is_int(af_dtype dt);
 /* Fails AF_ERR_UNSUPPORTED for dtypes the runtime does not hold (strings, complex). */
 af_status af_movement_check_dtype(const af_op_ctx *c, const af_tensor *t, const char *what);
+/* Input i, which the op requires, in *x; fails naming it when absent or of an unsupported dtype. */
+af_status af_movement_need_input(const af_op_ctx *c, int i, const char *name, const af_tensor **x);
+/* Output 0, which the op requires, in *out. */
+af_status af_movement_need_output(const af_op_ctx *c, af_tensor **out);
 /* Reads a known scalar or 1-D integer tensor of at most max values into out[], *n its length. */
 af_status af_movement_read_ints(const af_op_ctx *c, const af_tensor *t, const char *what, int max,
                                 int64_t *out, int *n);

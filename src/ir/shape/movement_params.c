@@ -31,6 +31,18 @@ af_status af_movement_check_dtype(const af_op_ctx *c, const af_tensor *t, const 
     return AF_OK;
 }
 
+af_status af_movement_need_input(const af_op_ctx *c, int i, const char *name, const af_tensor **x) {
+    *x = af_ctx_input(c, i);
+    if (!*x) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs input %s", name);
+    return af_movement_check_dtype(c, *x, name);
+}
+
+af_status af_movement_need_output(const af_op_ctx *c, af_tensor **out) {
+    *out = af_ctx_output(c, 0);
+    if (!*out) return af_ctx_fail(c, AF_ERR_INVALID_MODEL, "needs an output");
+    return AF_OK;
+}
+
 af_status af_movement_read_ints(const af_op_ctx *c, const af_tensor *t, const char *what, int max,
                                 int64_t *out, int *n) {
     if (t->rank > 1)
