@@ -52,7 +52,10 @@ static af_status fold_shape_query(af_graph *g, af_node *n, bool *done, af_error 
 
 /* Inputs folded earlier in this pass (a Concat of shape pieces) may tell n's shape function what it
  * could not know at load (the shape Expand gets): outputs whose size is still unknown take what it
- * infers now. A failure leaves them as they were; the node then is not folded. */
+ * infers now. A failure leaves them as they were; the node then is not folded. Nodes that do not
+ * fold are refreshed too: a Slice of a tensor whose starts and ends were shape arithmetic (torch's
+ * chunk, ShuffleNetV2's channel split) has a static output once they fold, and so has everything
+ * after it, which otherwise ran on the bounds-checked reference kernels for want of sizes. */
 static void refresh_shapes(af_graph *g, const af_node *n, const af_op_info_t *info) {
     const af_tensor *ins[AF_MAX_FOLD_IO];
     af_tensor now[AF_MAX_FOLD_IO];
@@ -89,8 +92,8 @@ af_status af_graph_fold_constants(af_graph *g, size_t max_bytes, af_error *err) 
             if (st != AF_OK) return st;
             if (done) continue;
         }
-        if (n->n_inputs == 0 || !all_inputs_const(g, n)) continue;
         refresh_shapes(g, n, info);
+        if (n->n_inputs == 0 || !all_inputs_const(g, n)) continue;
         bool fits = true;
         for (int o = 0; o < n->n_outputs; o++) {
             if (n->outputs[o] < 0) continue;
