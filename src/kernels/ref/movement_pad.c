@@ -4,11 +4,10 @@
 
 #include "ir/shape/movement.h"
 #include "kernels/ref/movement.h"
+#include "kernels/ref/pad.h"
 #include "util/alloc.h"
 
-/* Source index along an axis of n elements for padded position i (i = output index - pad before),
- * or -1 for the constant value. n > 0 unless the mode is constant. */
-static int64_t pad_source(af_movement_pad_mode mode, int64_t i, int64_t n) {
+int64_t af_ref_pad_source(af_movement_pad_mode mode, int64_t i, int64_t n) {
     if (i >= 0 && i < n) return i;
     switch (mode) {
     case AF_MOVEMENT_PAD_EDGE: return i < 0 ? 0 : n - 1;
@@ -22,44 +21,52 @@ static int64_t pad_source(af_movement_pad_mode mode, int64_t i, int64_t n) {
     }
 }
 
+af_status af_ref_pad_setup(af_op_ctx *c, af_ref_pad *p) {
+    const af_tensor *x = c->inputs[0];
+    const af_tensor *out = c->outputs[0];
+    const int rank = x->rank;
+    memset(p, 0, sizeof *p);
+    af_status st;
+    if ((st = af_movement_pad_mode_of(c, &p->mode)) || (st = af_movement_pad_params(c, rank, p->pads))) return st;
+    if (out->rank != rank || out->dtype != x->dtype)
+        return af_ctx_fail(c, AF_ERR_RUNTIME, "output shape does not match the inputs");
+    for (int d = 0; d < rank; d++) {
+        int64_t want;
+        if (__builtin_add_overflow(x->dims[d], p->pads[d], &want) ||
+            __builtin_add_overflow(want, p->pads[rank + d], &want) || out->dims[d] != want)
+            return af_ctx_fail(c, AF_ERR_RUNTIME, "output shape does not match the pads");
+        if (p->mode != AF_MOVEMENT_PAD_CONSTANT && x->dims[d] == 0 && out->dims[d] > 0)
+            return af_ctx_fail(c, AF_ERR_RUNTIME, "cannot pad the empty axis %d in this mode", d);
+    }
+    p->es = af_dtype_size(x->dtype);
+    const af_tensor *v = c->opset >= 11 ? af_ctx_input(c, 2) : NULL;
+    if (v && af_tensor_numel(v) == 1 && v->dtype == x->dtype) {
+        memcpy(p->value, v->data, p->es);
+    } else if (c->opset < 11) {
+        af_tensor one = {.dtype = x->dtype, .rank = 0, .data = p->value, .nbytes = p->es};
+        af_tensor_set_f64(&one, 0, af_node_attr_float(c->node, "value", 0.0f));
+    }
+    return AF_OK;
+}
+
 af_status af_ref_PAD(af_op_ctx *c) {
     const af_tensor *x = c->inputs[0];
     af_tensor *out = c->outputs[0];
-    af_movement_pad_mode mode;
-    int64_t pads[2 * AF_MAX_RANK];
-    int rank = x->rank;
-    af_status st;
-    if ((st = af_movement_pad_mode_of(c, &mode)) || (st = af_movement_pad_params(c, rank, pads))) return st;
-    if (out->rank != rank || out->dtype != x->dtype)
-        return af_ctx_fail(c, AF_ERR_RUNTIME, "output shape does not match the inputs");
-    int64_t total = 0;
-    for (int d = 0; d < rank; d++) {
-        int64_t want;
-        if (__builtin_add_overflow(x->dims[d], pads[d], &want) ||
-            __builtin_add_overflow(want, pads[rank + d], &want) || out->dims[d] != want)
-            return af_ctx_fail(c, AF_ERR_RUNTIME, "output shape does not match the pads");
-        if (mode != AF_MOVEMENT_PAD_CONSTANT && x->dims[d] == 0 && out->dims[d] > 0)
-            return af_ctx_fail(c, AF_ERR_RUNTIME, "cannot pad the empty axis %d in this mode", d);
-        total += out->dims[d];
-    }
-    int64_t n_out = af_tensor_numel(out);
+    af_ref_pad p;
+    af_status st = af_ref_pad_setup(c, &p);
+    if (st) return st;
+    const int rank = x->rank;
+    int64_t n_out = af_tensor_numel(out), total = 0;
     if (n_out == 0) return AF_OK;
-    size_t es = af_dtype_size(x->dtype);
-    unsigned char value[16] = {0};
-    const af_tensor *v = c->opset >= 11 ? af_ctx_input(c, 2) : NULL;
-    if (v && af_tensor_numel(v) == 1 && v->dtype == x->dtype) {
-        memcpy(value, v->data, es);
-    } else if (c->opset < 11) {
-        af_tensor one = {.dtype = x->dtype, .rank = 0, .data = value, .nbytes = es};
-        af_tensor_set_f64(&one, 0, af_node_attr_float(c->node, "value", 0.0f));
-    }
+    for (int d = 0; d < rank; d++) total += out->dims[d];
+    const size_t es = p.es;
     /* src[off[d] + o] is the source index along axis d of output index o, -1 for padding. */
     int64_t *src = af_malloc((size_t)(total ? total : 1) * sizeof *src), off[AF_MAX_RANK];
     if (!src) return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory");
     int64_t pos = 0;
     for (int d = 0; d < rank; d++) {
         off[d] = pos;
-        for (int64_t o = 0; o < out->dims[d]; o++) src[pos++] = pad_source(mode, o - pads[d], x->dims[d]);
+        for (int64_t o = 0; o < out->dims[d]; o++) src[pos++] = af_ref_pad_source(p.mode, o - p.pads[d], x->dims[d]);
     }
     int64_t in_str[AF_MAX_RANK], idx[AF_MAX_RANK] = {0};
     af_movement_dense_strides(rank, x->dims, in_str);
@@ -72,7 +79,7 @@ af_status af_ref_PAD(af_op_ctx *c) {
             if (i < 0) pad = true;
             s += i * in_str[d];
         }
-        memcpy(o, pad ? (const void *)value : (const char *)x->data + s * (int64_t)es, es);
+        memcpy(o, pad ? (const void *)p.value : (const char *)x->data + s * (int64_t)es, es);
         for (int d = rank - 1; d >= 0; d--) {
             if (++idx[d] < out->dims[d]) break;
             idx[d] = 0;
