@@ -7,6 +7,8 @@
 
 #include "autofusion.h"
 #include "ir/graph.h"
+#include "ir/model.h"
+#include "ir/op.h"
 #include "onnx_build.h"
 #include "unit.h"
 
@@ -133,4 +135,31 @@ AF_TEST(graph_folded_slice_bounds_make_sizes_static) {
     af_session_free(s);
     af_model_free(m);
     ob_free(b);
+}
+
+/* Dropout's mask, named by exporters but read by nothing, is omitted at load (the fast kernels
+ * take Dropout, MaxPool, LayerNormalization and BatchNormalization only without their optional
+ * outputs); a mask the graph outputs is kept. */
+AF_TEST(graph_unread_optional_outputs_are_omitted) {
+    for (int keep = 0; keep < 2; keep++) {
+        ob_model *b = ob_new(13);
+        const char *x = ob_input(b, 2, (int64_t[]){4, 8});
+        ob_node1(b, "Dropout", x);
+        const char *outs[2];
+        ob_node_outputs(b, 2, 0, outs);
+        ob_output(b, ob_node1(b, "Relu", outs[0]));
+        if (keep) ob_output_of(b, outs[1], OB_BOOL);
+        af_error err = {0};
+        af_model *m = ob_load(b, &err);
+        CHECK(m != NULL);
+        if (m) {
+            const af_node *d = NULL;
+            for (int i = 0; i < m->graph->n_nodes; i++)
+                if (m->graph->nodes[i].op == AF_OP_DROPOUT) d = &m->graph->nodes[i];
+            CHECK(d && d->n_outputs == 2);
+            if (d && d->n_outputs == 2) CHECK(keep ? d->outputs[1] >= 0 : d->outputs[1] == -1);
+            af_model_free(m);
+        }
+        ob_free(b);
+    }
 }
