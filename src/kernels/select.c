@@ -34,6 +34,8 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
     case AF_OP_GLOBAL_AVERAGE_POOL:
     case AF_OP_GLOBAL_MAX_POOL:
         return af_fast_pool_prepare(req, k, err);
+    case AF_OP_TRANSPOSE:
+        return af_fast_transpose_prepare(req, k, err);
     case AF_OP_PAD:
         return af_fast_pad_prepare(req, k, err);
     case AF_OP_RESIZE:
