@@ -1,7 +1,7 @@
 /*
  * The fused step of a squeeze_excite group: GlobalAveragePool(x) -> 1x1 Conv (+bias) -> activation
- * -> 1x1 Conv (+bias) -> gate (HardSigmoid or Sigmoid) -> Mul with x, as torchvision's MobileNetV3
- * exports it. The chain is checked node by node here, whatever rule made the group.
+ * (one node, or SiLU as Mul(v, Sigmoid(v))) -> 1x1 Conv (+bias) -> gate (HardSigmoid or Sigmoid) ->
+ * Mul with x, as torchvision's MobileNetV3 and EfficientNets export it. The chain is checked node by node here, whatever rule made the group.
  */
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +30,16 @@ static bool pointwise(const af_graph *g, const af_node *n, int64_t in_ch, int64_
     return *w && (n->n_inputs < 3 || n->inputs[2] < 0 || *b);
 }
 
+/* The group's Sigmoid when `mul` is SiLU, Mul(v, Sigmoid(v)) in either order, else NULL. */
+static const af_node *silu_sigmoid(const af_graph *g, const af_fusion_candidate *c, const af_node *mul) {
+    if (mul->op != AF_OP_MUL || mul->n_inputs != 2) return NULL;
+    for (int k = 0; k < 2; k++) {
+        const af_node *sig = af_group_producer(g, c, mul->inputs[k]);
+        if (sig && sig->op == AF_OP_SIGMOID && sig->n_inputs >= 1 && sig->inputs[0] == mul->inputs[1 - k]) return sig;
+    }
+    return NULL;
+}
+
 bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                        char *why, size_t why_size) {
     const af_node *mul = af_group_producer(g, c, c->output);
@@ -47,13 +57,22 @@ bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af
     /* Each link must be the group's own node of the expected op before anything reads through it:
      * a user rule may give this family any shape at all. */
     if (ok && (!conv2 || conv2->op != AF_OP_CONV || conv2->n_inputs < 2)) ok = false;
+    int act_nodes = 0;
     if (ok) {
         const af_node *n = af_group_producer(g, c, conv2->inputs[0]);
         if (n && n->op != AF_OP_CONV) {
             act = n;
-            ok = af_sched_activation_step(g, act, &d.act);
             d.has_act = true;
-            n = ok ? af_group_producer(g, c, act->inputs[0]) : NULL;
+            const af_node *sig = silu_sigmoid(g, c, act);
+            if (sig) { /* x * Sigmoid(x): the Mul and its Sigmoid */
+                d.act = (af_epi_step){.op = AF_EPI_SILU};
+                act_nodes = 2;
+                n = af_group_producer(g, c, sig->inputs[0]);
+            } else {
+                ok = af_sched_activation_step(g, act, &d.act);
+                act_nodes = 1;
+                n = ok ? af_group_producer(g, c, act->inputs[0]) : NULL;
+            }
         }
         conv1 = n;
     }
@@ -69,7 +88,7 @@ bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af
         ok = d.reduced > 0 && pointwise(g, conv1, d.channels, d.reduced, &d.w1, &d.b1) &&
              pointwise(g, conv2, d.reduced, d.channels, &d.w2, &d.b2);
     }
-    if (!ok || c->n_nodes != 5 + (act != NULL)) {
+    if (!ok || c->n_nodes != 5 + act_nodes) {
         snprintf(why, why_size, "the group is not GlobalAveragePool, 1x1 Conv, activation, 1x1 Conv, gate, Mul");
         return false;
     }
