@@ -39,6 +39,20 @@ static bool elementwise_in_place(const af_node *n) {
     }
 }
 
+/* True when node n's output holds its input 0's bytes unchanged under another shape (Reshape,
+ * Flatten, Squeeze, Unsqueeze, Identity): over the same slot its kernels copy nothing (they skip
+ * the copy when the two pointers are equal). */
+static bool shape_view(const af_node *n) {
+    switch (n->op) {
+    case AF_OP_RESHAPE:
+    case AF_OP_FLATTEN:
+    case AF_OP_SQUEEZE:
+    case AF_OP_UNSQUEEZE:
+    case AF_OP_IDENTITY: return n->n_outputs == 1 && n->n_inputs >= 1;
+    default: return false;
+    }
+}
+
 /* A float32 intermediate with a fully known shape: what the arena can hold. */
 static bool arena_candidate(const af_graph *g, int v) {
     const af_value *val = &g->values[v];
@@ -48,9 +62,16 @@ static bool arena_candidate(const af_graph *g, int v) {
 
 /* For step i covering node n alone: the input whose slot n's output may reuse, or -1. */
 static int in_place_source(const af_graph *g, const af_lifetimes *lt, const af_node *n, int i) {
-    if (!elementwise_in_place(n) || n->outputs[0] < 0) return -1;
+    const bool view = shape_view(n);
+    if ((!view && !elementwise_in_place(n)) || n->outputs[0] < 0) return -1;
     const int out = n->outputs[0];
     if (!arena_candidate(g, out)) return -1;
+    if (view) {
+        const int v = n->inputs[0];
+        if (v < 0 || v == out || !arena_candidate(g, v) || lt->first[v] < 0 || lt->first[v] >= i || lt->last[v] != i)
+            return -1;
+        return af_tensor_numel(&g->values[v].t) == af_tensor_numel(&g->values[out].t) ? v : -1;
+    }
     const int n_cand = n->op == AF_OP_CLIP ? 1 : n->n_inputs; /* Clip's bounds are scalars */
     for (int k = 0; k < n_cand && k < 2; k++) {
         const int v = n->inputs[k];

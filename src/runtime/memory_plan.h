@@ -11,8 +11,10 @@
  * epilogue adds, under the same conditions, when the step's kernel reads each residual element
  * before writing the output element at its position (af_kernel.residual_in_place) and the
  * residual is not also one of the kernel's inputs: a conv + residual Add (+ ReLU) then streams one
- * tensor through the cache instead of two. Such values form one slot that lives from the first's
- * producer to the last's last reader.
+ * tensor through the cache instead of two. So may the output of a Reshape, Flatten, Squeeze,
+ * Unsqueeze or Identity step over its input (the same bytes under another shape), whose kernels
+ * then copy nothing. Such values form one slot that lives from the first's producer to the last's
+ * last reader.
  *
  *   af_lifetimes lt;
  *   af_lifetimes_compute(g, plan, &lt, err);         // or plan NULL: one step per node
