@@ -134,6 +134,12 @@ int af_node_attr_floats(const af_node *n, const char *name, const float **out);
 af_status af_graph_toposort(af_graph *g, af_error *err);
 /* Removes nodes whose outputs reach no graph output (recursing into subgraph reads). */
 void af_graph_remove_dead(af_graph *g);
+/* Moves each Pad of constant zero on the spatial axes (none on N and C, none negative) into the
+ * one node reading it, a Conv or an AveragePool (which then counts padding; not one with
+ * ceil_mode, auto_pad or uncounted pads of its own), and reads the Pad's input there instead: the
+ * same arithmetic without the padded copy. The Pad is left unread for af_graph_remove_dead.
+ * Graphs with subgraphs are left alone. Returns the pads moved. */
+int af_graph_merge_pads(af_graph *g);
 /* Infers dtypes and shapes of every node output from the inputs' declared shapes. */
 af_status af_graph_infer_shapes(af_graph *g, af_error *err);
 /* Evaluates nodes whose inputs are all constant, and Shape/Size of statically shaped values,

@@ -563,6 +563,7 @@ static af_status load_model(const Onnx__ModelProto *mp, const char *base_dir, co
     if (opts->fold_constants) {
         size_t fold = lc.lim.max_fold_bytes > SIZE_MAX ? SIZE_MAX : (size_t)lc.lim.max_fold_bytes;
         if ((st = af_graph_fold_constants(m->graph, fold, err)) != AF_OK) return st;
+        af_graph_merge_pads(m->graph);
         af_graph_remove_dead(m->graph);
         /* Folding can make sizes static that were not (a Slice of computed bounds): check them too. */
         if ((st = check_static_sizes(&lc.lim, m->graph, err)) != AF_OK) return st;

@@ -163,3 +163,98 @@ AF_TEST(graph_unread_optional_outputs_are_omitted) {
         ob_free(b);
     }
 }
+
+/* x [1,3,9,8] -> Pad (mode, value, pads) -> consumer ("AveragePool", "Conv" or "MaxPool", 3x3);
+ * `twice`: a Relu reads the Pad's output too. Returns the packed model. */
+static bool pad_model(const char *consumer, float value, const int64_t pads[8], bool twice, uint8_t **buf,
+                      size_t *size) {
+    ob_model *b = ob_new(13);
+    const char *x = ob_input(b, 4, (int64_t[]){1, 3, 9, 8});
+    const char *p = ob_node(b, "Pad", 3,
+                            (const char *[]){x, ob_const_i64(b, 1, (int64_t[]){8}, pads), ob_scalar(b, value)});
+    const char *y;
+    if (!strcmp(consumer, "Conv")) {
+        float w[3 * 3 * 9];
+        for (int i = 0; i < 81; i++) w[i] = (float)(i % 7) * 0.25f - 0.75f;
+        y = ob_node2(b, "Conv", p, ob_const(b, 4, (int64_t[]){3, 3, 3, 3}, w));
+        ob_attr_ints(b, "pads", 4, (int64_t[]){1, 0, 0, 1}); /* its own pads add to the Pad's */
+    } else {
+        y = ob_node1(b, consumer, p);
+    }
+    ob_attr_ints(b, "kernel_shape", 2, (int64_t[]){3, 3});
+    ob_output(b, y);
+    if (twice) ob_output(b, ob_node1(b, "Relu", p));
+    const bool ok = ob_pack(b, buf, size) == 0;
+    ob_free(b);
+    return ok;
+}
+
+/* Output 0 of the model in buf on the reference kernels, loaded with or without the load-time
+ * rewrites; the Pad nodes left in *pads. */
+static float *pad_model_run(const uint8_t *buf, size_t size, bool rewrite, int *pads) {
+    af_load_options lo = af_load_options_default();
+    lo.fold_constants = rewrite;
+    af_model *m = NULL;
+    af_error err = {0};
+    float *out = NULL;
+    if (af_model_load_buffer(buf, size, NULL, &lo, &m, &err) != AF_OK) return NULL;
+    *pads = 0;
+    for (int i = 0; i < m->graph->n_nodes; i++) *pads += m->graph->nodes[i].op == AF_OP_PAD;
+    af_session_options o = af_session_options_default();
+    o.reference_kernels = 1;
+    af_session *s = NULL;
+    float xd[3 * 9 * 8];
+    for (int i = 0; i < 3 * 9 * 8; i++) xd[i] = (float)((i * 13) % 17) - 8.0f;
+    af_tensor x = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {1, 3, 9, 8}, .data = xd, .nbytes = sizeof xd};
+    const char *names[1] = {"in0"};
+    if (af_session_create(m, &o, &s, &err) == AF_OK && af_session_run(s, 1, names, &x, &err) == AF_OK) {
+        const af_tensor *y = af_session_output(s, 0);
+        if ((out = malloc(y->nbytes + sizeof(float)))) {
+            memcpy(out + 1, y->data, y->nbytes);
+            out[0] = (float)(y->nbytes / sizeof(float)); /* the element count first */
+        }
+    }
+    af_session_free(s);
+    af_model_free(m);
+    return out;
+}
+
+/* A zero Pad of the spatial axes moves into the AveragePool or Conv that alone reads it, with the
+ * same outputs; a nonzero constant, a MaxPool (which pads with -inf), a Pad with another reader
+ * or one of the channel axis stay. */
+AF_TEST(graph_zero_pads_merge_into_their_conv_or_pool) {
+    static const struct {
+        const char *consumer;
+        float value;
+        int64_t pads[8];
+        bool twice, merges;
+    } cases[] = {
+        {"AveragePool", 0, {0, 0, 1, 1, 0, 0, 1, 1}, false, true},
+        {"AveragePool", 0, {0, 0, 2, 0, 0, 0, 1, 3}, false, true},
+        {"Conv", 0, {0, 0, 1, 2, 0, 0, 2, 1}, false, true},
+        {"AveragePool", 1, {0, 0, 1, 1, 0, 0, 1, 1}, false, false},
+        {"MaxPool", 0, {0, 0, 1, 1, 0, 0, 1, 1}, false, false},
+        {"AveragePool", 0, {0, 0, 1, 1, 0, 0, 1, 1}, true, false},
+        {"AveragePool", 0, {0, 1, 1, 1, 0, 0, 1, 1}, false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint8_t *buf = NULL;
+        size_t size = 0;
+        CHECK(pad_model(cases[i].consumer, cases[i].value, cases[i].pads, cases[i].twice, &buf, &size));
+        int pads_kept = -1, pads_plain = -1;
+        float *merged = buf ? pad_model_run(buf, size, true, &pads_kept) : NULL;
+        float *plain = buf ? pad_model_run(buf, size, false, &pads_plain) : NULL;
+        CHECK(merged && plain);
+        CHECK_EQ_INT(pads_plain, 1);
+        CHECK_EQ_INT(pads_kept, cases[i].merges ? 0 : 1);
+        if (merged && plain) {
+            CHECK(merged[0] == plain[0] && merged[0] > 0);
+            int64_t off = 0;
+            for (int64_t k = 1; merged[0] == plain[0] && k <= (int64_t)merged[0]; k++)
+                off += !(fabsf(merged[k] - plain[k]) <= 1e-5f + 1e-6f * fabsf(plain[k]));
+            if (off) printf("  case %zu: %lld outputs differ\n", i, (long long)off);
+            CHECK_EQ_INT(off, 0);
+        }
+        free(merged), free(plain), free(buf);
+    }
+}
