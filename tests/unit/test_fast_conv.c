@@ -279,8 +279,13 @@ AF_TEST(fast_conv_gemm_applies_its_epilogue) {
     const conv_case im2col[] = {
         {1, 12, 18, 20, 20, 3, 1, 1, 2, true, 0, 0},  /* 2 groups */
         {1, 8, 8, 22, 23, 3, 1, 1, 4, true, 2, 0},    /* 4 groups, dilated */
+        /* Groups to spare for both threads: whole groups as tasks (RegNet's 8-channel groups). */
+        {1, 48, 48, 14, 14, 3, 1, 1, 6, true, 0, 0},
+        {2, 64, 64, 9, 9, 3, 2, 1, 8, true, 0, 0},    /* stride 2, batch 2 */
     };
     check_cases(im2col, sizeof im2col / sizeof im2col[0], im2col_kernel, NULL, in_place_avx);
+    const conv_case grouped_1x1[] = {{1, 32, 16, 12, 12, 1, 1, 0, 4, true, 0, 0}}; /* no unfolding */
+    check_cases(grouped_1x1, 1, gemm_1x1_kernel, NULL, in_place_avx);
     /* K past one block (KC_MAX, 768): the first block's partial sums are stored before the
      * residual is added, so the output cannot be written over it. */
     const conv_case long_k[] = {{1, 800, 20, 16, 16, 1, 1, 0, 1, true, 0, 0}};

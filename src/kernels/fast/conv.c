@@ -6,6 +6,7 @@
  * (src/kernels/fast/conv_depthwise.c). Weights are packed once, per group, at prepare. Epilogue
  * coordinates: m = output channel, n = flattened output pixel, batch = image.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "ir/shape/conv_geom.h"
@@ -114,6 +115,59 @@ static af_status group_epilogue(const conv_state *s, const af_epilogue *epi, int
     return AF_OK;
 }
 
+/* Grouped convolutions with groups to spare for every thread run whole groups as tasks: a group's
+ * unfolding and GEMM on one thread, in that thread's slice of the workspace. Split inside each
+ * group instead, RegNetY-400MF's 8-channel groups (55 at a 7x7 plane) spent their time handing
+ * two tiny jobs per group to the pool: at two threads it ran slower than at one. The GEMM of a
+ * group is the same either way, so are its bits. */
+typedef struct group_tasks {
+    const conv_state *s;
+    const af_conv_geom *geo;
+    const af_epilogue *epi;
+    const float *x;
+    float *y;
+    int64_t n, h, wd, oh, ow, kdim;
+    char *workspace;
+    size_t col_bytes, per_thread; /* a thread's slice: col_bytes of unfolded input, then GEMM scratch */
+    _Atomic int failed;           /* an af_status of a task that failed, else AF_OK */
+} group_tasks;
+
+static void group_task(void *ctx, int g, int thread) {
+    group_tasks *t = ctx;
+    const conv_state *s = t->s;
+    const int64_t hw = t->oh * t->ow, mg = s->cout / s->groups, cg = s->cin / s->groups;
+    char *slice = t->workspace + (size_t)thread * t->per_thread;
+    af_gemm_desc d = conv_gemm_desc(s, g, hw);
+    const float *xg = t->x + (t->n * s->cin + g * cg) * t->h * t->wd;
+    if (s->pointwise) {
+        d.B = xg;
+    } else {
+        im2col_args a = {af_vec_kernels_for(s->isa), xg, (float *)slice, t->h, t->wd, t->oh, t->ow, s->kh, s->kw,
+                         t->geo};
+        for (int64_t row = 0; row < t->kdim; row++) im2col_row(&a, (int)row, thread);
+        d.B = (float *)slice;
+    }
+    d.C = t->y + (t->n * s->cout + g * mg) * hw;
+    af_epilogue e;
+    af_status st = group_epilogue(s, t->epi, t->n, g, mg, hw, &e);
+    d.epilogue = &e;
+    d.workspace = slice + t->col_bytes;
+    d.workspace_size = t->per_thread - t->col_bytes;
+    if (st == AF_OK) st = af_sgemm(&d, NULL);
+    if (st != AF_OK) atomic_store(&t->failed, (int)st);
+}
+
+/* Bytes of workspace per thread for whole-group tasks (see group_tasks) at hw output pixels. */
+static size_t group_task_bytes(const conv_state *s, int64_t hw) {
+    const int64_t kdim = s->cin / s->groups * s->kh * s->kw;
+    const size_t col = s->pointwise ? 0 : (((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63);
+    af_gemm_desc d = conv_gemm_desc(s, 0, hw > 0 ? hw : 1);
+    return col + ((af_sgemm_workspace_size(&d, 1) + 63) & ~(size_t)63);
+}
+
+/* Whether a grouped conv runs whole groups as tasks on n_threads threads. */
+static bool groups_as_tasks(const conv_state *s, int n_threads) { return n_threads > 1 && s->groups >= 2 * n_threads; }
+
 static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
                           void *workspace) {
     const conv_state *s = k->state;
@@ -153,6 +207,21 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         return AF_OK;
     }
     const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups, kdim = cg * s->kh * s->kw;
+    const int n_threads = af_threadpool_n_threads(pool);
+    if (groups_as_tasks(s, n_threads)) {
+        const size_t per_thread = group_task_bytes(s, hw);
+        if (!workspace || per_thread * (size_t)n_threads > k->workspace_bytes)
+            return af_ctx_fail(c, AF_ERR_RUNTIME, "input is larger than the session planned for");
+        for (int64_t n = 0; n < n_img; n++) {
+            group_tasks t = {.s = s, .geo = &geo, .epi = epi, .x = xd, .y = yd, .n = n, .h = h, .wd = wd, .oh = oh,
+                             .ow = ow, .kdim = kdim, .workspace = workspace, .per_thread = per_thread,
+                             .col_bytes = s->pointwise ? 0 : (((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63)};
+            atomic_init(&t.failed, AF_OK);
+            af_threadpool_run(pool, (int)s->groups, group_task, &t);
+            if ((st = (af_status)atomic_load(&t.failed)) != AF_OK) return af_ctx_fail(c, st, "grouped convolution failed");
+        }
+        return AF_OK;
+    }
     size_t col_bytes = s->pointwise ? 0 : (size_t)(kdim * hw) * sizeof(float);
     col_bytes = (col_bytes + 63) & ~(size_t)63;
     float *col = (float *)workspace;
@@ -297,6 +366,10 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         size_t col = s->pointwise ? 0 : (((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63);
         af_gemm_desc d = conv_gemm_desc(s, 0, hw > 0 ? hw : 1);
         k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->choice.n_threads > 0 ? req->choice.n_threads : 1);
+        if (groups_as_tasks(s, req->choice.n_threads)) {
+            const size_t tasks = group_task_bytes(s, hw > 0 ? hw : 1) * (size_t)req->choice.n_threads;
+            if (tasks > k->workspace_bytes) k->workspace_bytes = tasks;
+        }
         k->name = s->pointwise ? "f32_conv1x1_gemm" : "f32_conv_im2col_gemm";
     }
 done:
