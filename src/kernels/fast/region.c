@@ -68,28 +68,46 @@ static bool classify(const af_tensor *t, const int64_t *dims, int rank, int64_t 
     return true;
 }
 
-/* Copies elements [start, start + count) of v's broadcast into dst. */
-static void gather(const region_run *r, const in_view *v, int64_t start, int64_t count, uint8_t *dst) {
-    int64_t idx[AF_MAX_RANK], off = 0, rest = start;
-    for (int d = r->rank - 1; d >= 0; d--) {
-        idx[d] = rest % r->dims[d];
-        rest /= r->dims[d];
-        off += idx[d] * v->stride[d];
+/* Writes `count` copies of the es-byte value at one to dst. */
+static void fill(uint8_t *dst, const void *one, size_t es, int64_t count) {
+    if (es == 4) {
+        uint32_t v;
+        memcpy(&v, one, 4);
+        for (int64_t i = 0; i < count; i++) memcpy(dst + 4 * i, &v, 4);
+        return;
     }
-    const uint8_t *src = v->t->data;
-    for (int64_t i = 0; i < count; i++) {
-        memcpy(dst + (size_t)i * v->es, src + (size_t)off * v->es, v->es);
-        for (int d = r->rank - 1; d >= 0; d--) { /* next index, carrying */
-            off += v->stride[d];
-            if (++idx[d] < r->dims[d]) break;
-            off -= v->stride[d] * idx[d];
-            idx[d] = 0;
-        }
-    }
+    for (int64_t i = 0; i < count; i++) memcpy(dst + (size_t)i * es, one, es);
 }
 
-static void fill(uint8_t *dst, const void *one, size_t es, int64_t count) {
-    for (int64_t i = 0; i < count; i++) memcpy(dst + (size_t)i * es, one, es);
+/* The source offset (elements) of output index e under v's strides. */
+static int64_t source_offset(const region_run *r, const in_view *v, int64_t e) {
+    int64_t off = 0;
+    for (int d = r->rank - 1; d >= 0; d--) {
+        off += e % r->dims[d] * v->stride[d];
+        e /= r->dims[d];
+    }
+    return off;
+}
+
+/* Copies elements [start, start + count) of v's broadcast into dst, a run at a time: where the
+ * trailing output dims all broadcast v (a per-channel scale over H x W), each run of their size
+ * is one value filled; where v's last dim is the output's, each row is one memcpy. ConvNeXt's
+ * layer-scale Mul gathered element by element took 4 ns an element. */
+static void gather(const region_run *r, const in_view *v, int64_t start, int64_t count, uint8_t *dst) {
+    const uint8_t *src = v->t->data;
+    const int last = r->rank - 1;
+    int64_t fill_run = 1; /* the trailing dims that broadcast v */
+    for (int d = last; d >= 0 && v->stride[d] == 0; d--) fill_run *= r->dims[d];
+    const int64_t copy_run = fill_run == 1 && last >= 0 && v->stride[last] == 1 ? r->dims[last] : 1;
+    const int64_t run = fill_run > 1 ? fill_run : copy_run;
+    for (int64_t e = start, done = 0; done < count;) {
+        const int64_t n = run - e % run < count - done ? run - e % run : count - done;
+        const int64_t off = source_offset(r, v, e);
+        if (fill_run > 1) fill(dst + (size_t)done * v->es, src + (size_t)off * v->es, v->es, n);
+        else memcpy(dst + (size_t)done * v->es, src + (size_t)off * v->es, (size_t)n * v->es);
+        e += n;
+        done += n;
+    }
 }
 
 /* Float Add/Sub/Mul/Div of two tiles or a tile and a scalar; false when the instruction is not one. */
