@@ -12,6 +12,7 @@
 
 #include "autofusion.h"
 #include "onnx_build.h"
+#include "session_run.h"
 #include "unit.h"
 
 typedef struct pd_case {
@@ -80,31 +81,6 @@ static af_model *build(const pd_case *pc, unsigned seed) {
     return m;
 }
 
-/* The session's output for x, copied (NULL on failure). */
-static float *run_copy(af_model *m, const af_session_options *o, const af_tensor *x, int64_t *numel, char **report) {
-    af_session *s = NULL;
-    af_error err = {0};
-    float *out = NULL;
-    if (af_session_create(m, o, &s, &err) != AF_OK) return NULL;
-    const char *names[1] = {"in0"};
-    if (af_session_run(s, 1, names, x, &err) == AF_OK) {
-        const af_tensor *y = af_session_output(s, 0);
-        *numel = (int64_t)(y->nbytes / sizeof(float));
-        if ((out = malloc(y->nbytes))) memcpy(out, y->data, y->nbytes);
-    }
-    if (report) {
-        size_t len = 0;
-        FILE *f = open_memstream(report, &len);
-        if (f) {
-            af_session_fusion_report(s, f);
-            fprintf(f, "steps %d isa %s\n", af_session_n_steps(s), af_session_isa(s));
-            fclose(f);
-        }
-    }
-    af_session_free(s);
-    return out;
-}
-
 /* A config file that turns this family off: the plan then folds each BatchNormalization into
  * its conv by the conv_bn_relu groups' arithmetic, which the fused step must reproduce. */
 static bool write_never_config(char *path, size_t size) {
@@ -134,22 +110,22 @@ static void check_case(const pd_case *pc, bool fusable) {
     o.n_threads = pc->threads;
     int64_t n_f = 0, n_u = 0, n_r = 0;
     char *report = NULL;
-    float *fused = run_copy(m, &o, &x, &n_f, &report);
+    float *fused = af_test_session_output(m, &o, &x, &n_f, &report);
     char cfg[300];
     float *plain = NULL;
     if (pc->bn) {
         CHECK(write_never_config(cfg, sizeof cfg));
         o.config_path = cfg;
-        plain = run_copy(m, &o, &x, &n_u, NULL);
+        plain = af_test_session_output(m, &o, &x, &n_u, NULL);
         remove(cfg);
         o.config_path = NULL;
     } else {
         o.fusion_level = 0;
-        plain = run_copy(m, &o, &x, &n_u, NULL);
+        plain = af_test_session_output(m, &o, &x, &n_u, NULL);
     }
     o.fusion_level = 0;
     o.reference_kernels = 1;
-    float *ref = run_copy(m, &o, &x, &n_r, NULL);
+    float *ref = af_test_session_output(m, &o, &x, &n_r, NULL);
     CHECK(fused && plain && ref && n_f == n_u && n_f == n_r && n_f > 0);
     const bool avx512 = report && strstr(report, "isa avx512");
     if (report && fusable && avx512) {
