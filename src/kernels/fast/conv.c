@@ -208,10 +208,10 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     }
     const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups, kdim = cg * s->kh * s->kw;
     const int n_threads = af_threadpool_n_threads(pool);
-    if (groups_as_tasks(s, n_threads)) {
-        const size_t per_thread = group_task_bytes(s, hw);
-        if (!workspace || per_thread * (size_t)n_threads > k->workspace_bytes)
-            return af_ctx_fail(c, AF_ERR_RUNTIME, "input is larger than the session planned for");
+    /* Whole groups as tasks where the workspace planned holds a slice per thread; otherwise (a
+     * larger plane than planned, say) the path below, which can do without. */
+    const size_t per_thread = groups_as_tasks(s, n_threads) ? group_task_bytes(s, hw) : 0;
+    if (per_thread && workspace && per_thread * (size_t)n_threads <= k->workspace_bytes) {
         for (int64_t n = 0; n < n_img; n++) {
             group_tasks t = {.s = s, .geo = &geo, .epi = epi, .x = xd, .y = yd, .n = n, .h = h, .wd = wd, .oh = oh,
                              .ow = ow, .kdim = kdim, .workspace = workspace, .per_thread = per_thread,
