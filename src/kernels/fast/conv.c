@@ -115,6 +115,14 @@ static af_status group_epilogue(const conv_state *s, const af_epilogue *epi, int
     return AF_OK;
 }
 
+/* Bytes of one group's unfolded input (im2col) at hw output pixels, 64-byte rounded; 0 for a
+ * pointwise conv, which reads its input in place. */
+static size_t unfold_bytes(const conv_state *s, int64_t hw) {
+    if (s->pointwise) return 0;
+    const int64_t kdim = s->cin / s->groups * s->kh * s->kw;
+    return ((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63;
+}
+
 /* Grouped convolutions with groups to spare for every thread run whole groups as tasks: a group's
  * unfolding and GEMM on one thread, in that thread's slice of the workspace. Split inside each
  * group instead, RegNetY-400MF's 8-channel groups (55 at a 7x7 plane) spent their time handing
@@ -159,10 +167,8 @@ static void group_task(void *ctx, int g, int thread) {
 
 /* Bytes of workspace per thread for whole-group tasks (see group_tasks) at hw output pixels. */
 static size_t group_task_bytes(const conv_state *s, int64_t hw) {
-    const int64_t kdim = s->cin / s->groups * s->kh * s->kw;
-    const size_t col = s->pointwise ? 0 : (((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63);
     af_gemm_desc d = conv_gemm_desc(s, 0, hw > 0 ? hw : 1);
-    return col + ((af_sgemm_workspace_size(&d, 1) + 63) & ~(size_t)63);
+    return unfold_bytes(s, hw) + ((af_sgemm_workspace_size(&d, 1) + 63) & ~(size_t)63);
 }
 
 /* Whether a grouped conv runs whole groups as tasks on n_threads threads. */
@@ -215,15 +221,14 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         for (int64_t n = 0; n < n_img; n++) {
             group_tasks t = {.s = s, .geo = &geo, .epi = epi, .x = xd, .y = yd, .n = n, .h = h, .wd = wd, .oh = oh,
                              .ow = ow, .kdim = kdim, .workspace = workspace, .per_thread = per_thread,
-                             .col_bytes = s->pointwise ? 0 : (((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63)};
+                             .col_bytes = unfold_bytes(s, hw)};
             atomic_init(&t.failed, AF_OK);
             af_threadpool_run(pool, (int)s->groups, group_task, &t);
             if ((st = (af_status)atomic_load(&t.failed)) != AF_OK) return af_ctx_fail(c, st, "grouped convolution failed");
         }
         return AF_OK;
     }
-    size_t col_bytes = s->pointwise ? 0 : (size_t)(kdim * hw) * sizeof(float);
-    col_bytes = (col_bytes + 63) & ~(size_t)63;
+    const size_t col_bytes = unfold_bytes(s, hw);
     float *col = (float *)workspace;
     if (!s->pointwise && (!workspace || col_bytes > k->workspace_bytes))
         return af_ctx_fail(c, AF_ERR_RUNTIME, "input is larger than the session planned for");
@@ -363,7 +368,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
          * spatial sizes leave it to the first run to find the workspace too small. */
         int64_t hw = y->rank == 4 && y->dims[2] >= 0 && y->dims[3] >= 0 ? y->dims[2] * y->dims[3] : -1;
         if (hw < 0 && !s->pointwise) goto unplanned;
-        size_t col = s->pointwise ? 0 : (((size_t)(kdim * hw) * sizeof(float) + 63) & ~(size_t)63);
+        const size_t col = unfold_bytes(s, hw);
         af_gemm_desc d = conv_gemm_desc(s, 0, hw > 0 ? hw : 1);
         k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->choice.n_threads > 0 ? req->choice.n_threads : 1);
         if (groups_as_tasks(s, req->choice.n_threads)) {
