@@ -26,11 +26,8 @@ typedef struct pad_run {
 
 static void fill(const pad_run *r, char *dst, int64_t n) {
     const size_t es = r->p->es;
-    if (r->zero) {
-        memset(dst, 0, (size_t)n * es);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * es, r->p->value, es);
+    if (r->zero) memset(dst, 0, (size_t)n * es);
+    else af_movement_fill(dst, r->p->value, es, n);
 }
 
 /* Output positions [a, b) of the last axis of one row (a padded end): filled with the constant,
@@ -104,16 +101,8 @@ static af_status pad_run_fn(const af_kernel *k, af_op_ctx *c, const af_epilogue 
     for (size_t i = 0; i < p.es; i++) r.zero &= p.value[i] == 0;
     memcpy(r.out_dims, out->dims, (size_t)rank * sizeof *out->dims);
     af_movement_dense_strides(rank, x->dims, r.in_str);
-    int64_t total = 0;
-    for (int d = 0; d < rank; d++) total += out->dims[d];
-    int64_t *tables = af_malloc((size_t)total * sizeof *tables);
+    int64_t *tables = af_ref_pad_tables(&p, rank, x->dims, out->dims, r.src);
     if (!tables) return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory");
-    int64_t pos = 0;
-    for (int d = 0; d < rank; pos += out->dims[d], d++) {
-        r.src[d] = tables + pos;
-        for (int64_t o = 0; o < out->dims[d]; o++)
-            tables[pos + o] = af_ref_pad_source(p.mode, o - p.pads[d], x->dims[d]);
-    }
     /* The last axis's positions that read the source in order, [lo, hi): one memcpy. */
     const int64_t width = out->dims[last];
     r.lo = clamp64(p.pads[last], 0, width);

@@ -6,6 +6,7 @@
 
 #include "ir/op.h"
 #include "ir/op_ctx.h"
+#include "kernels/ref/movement.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -68,17 +69,6 @@ static bool classify(const af_tensor *t, const int64_t *dims, int rank, int64_t 
     return true;
 }
 
-/* Writes `count` copies of the es-byte value at one to dst. */
-static void fill(uint8_t *dst, const void *one, size_t es, int64_t count) {
-    if (es == 4) {
-        uint32_t v;
-        memcpy(&v, one, 4);
-        for (int64_t i = 0; i < count; i++) memcpy(dst + 4 * i, &v, 4);
-        return;
-    }
-    for (int64_t i = 0; i < count; i++) memcpy(dst + (size_t)i * es, one, es);
-}
-
 /* The source offset (elements) of output index e under v's strides. */
 static int64_t source_offset(const region_run *r, const in_view *v, int64_t e) {
     int64_t off = 0;
@@ -103,7 +93,7 @@ static void gather(const region_run *r, const in_view *v, int64_t start, int64_t
     for (int64_t e = start, done = 0; done < count;) {
         const int64_t n = run - e % run < count - done ? run - e % run : count - done;
         const int64_t off = source_offset(r, v, e);
-        if (fill_run > 1) fill(dst + (size_t)done * v->es, src + (size_t)off * v->es, v->es, n);
+        if (fill_run > 1) af_movement_fill(dst + (size_t)done * v->es, src + (size_t)off * v->es, v->es, n);
         else memcpy(dst + (size_t)done * v->es, src + (size_t)off * v->es, (size_t)n * v->es);
         e += n;
         done += n;
@@ -171,7 +161,7 @@ static af_status run_instr(region_run *r, int i, int64_t start, int64_t t, uint8
                          (a == in->n_args - 1 && !any_tile);
         if (scalar[a] && need_tile) {
             uint8_t *g = gathered + (size_t)a * TILE * MAX_ES;
-            fill(g, ptr[a], af_dtype_size(dt), t);
+            af_movement_fill(g, ptr[a], af_dtype_size(dt), t);
             ptr[a] = g;
             scalar[a] = false;
         }

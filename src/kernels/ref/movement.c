@@ -16,6 +16,17 @@ void af_movement_dense_strides(int rank, const int64_t *dims, int64_t *strides) 
     }
 }
 
+void af_movement_fill(void *dst, const void *one, size_t esize, int64_t count) {
+    char *o = dst;
+    if (esize == 4) { /* a fixed-size copy the compiler turns into stores */
+        uint32_t v;
+        memcpy(&v, one, 4);
+        for (int64_t i = 0; i < count; i++) memcpy(o + 4 * i, &v, 4);
+        return;
+    }
+    for (int64_t i = 0; i < count; i++) memcpy(o + (size_t)i * esize, one, esize);
+}
+
 void af_movement_strided_copy(void *dst, const void *src, int rank, const int64_t *dims,
                               const int64_t *strides, size_t esize) {
     for (int d = 0; d < rank; d++)

@@ -18,6 +18,8 @@
  * src + sum(i_d * strides[d]) elements; strides may be 0 (broadcast) or negative. */
 void af_movement_strided_copy(void *dst, const void *src, int rank, const int64_t *dims,
                               const int64_t *strides, size_t esize);
+/* Writes count copies of the esize-byte element at one to dst. */
+void af_movement_fill(void *dst, const void *one, size_t esize, int64_t count);
 /* Dense row-major strides (in elements) of dims. */
 void af_movement_dense_strides(int rank, const int64_t *dims, int64_t *strides);
 

@@ -49,6 +49,18 @@ af_status af_ref_pad_setup(af_op_ctx *c, af_ref_pad *p) {
     return AF_OK;
 }
 
+int64_t *af_ref_pad_tables(const af_ref_pad *p, int rank, const int64_t *in_dims, const int64_t *out_dims,
+                           const int64_t **axis) {
+    int64_t total = 0;
+    for (int d = 0; d < rank; d++) total += out_dims[d];
+    int64_t *tables = af_malloc((size_t)(total ? total : 1) * sizeof *tables);
+    for (int64_t d = 0, pos = 0; tables && d < rank; pos += out_dims[d], d++) {
+        axis[d] = tables + pos;
+        for (int64_t o = 0; o < out_dims[d]; o++) tables[pos + o] = af_ref_pad_source(p->mode, o - p->pads[d], in_dims[d]);
+    }
+    return tables;
+}
+
 af_status af_ref_PAD(af_op_ctx *c) {
     const af_tensor *x = c->inputs[0];
     af_tensor *out = c->outputs[0];
@@ -56,18 +68,13 @@ af_status af_ref_PAD(af_op_ctx *c) {
     af_status st = af_ref_pad_setup(c, &p);
     if (st) return st;
     const int rank = x->rank;
-    int64_t n_out = af_tensor_numel(out), total = 0;
+    const int64_t n_out = af_tensor_numel(out);
     if (n_out == 0) return AF_OK;
-    for (int d = 0; d < rank; d++) total += out->dims[d];
     const size_t es = p.es;
-    /* src[off[d] + o] is the source index along axis d of output index o, -1 for padding. */
-    int64_t *src = af_malloc((size_t)(total ? total : 1) * sizeof *src), off[AF_MAX_RANK];
-    if (!src) return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory");
-    int64_t pos = 0;
-    for (int d = 0; d < rank; d++) {
-        off[d] = pos;
-        for (int64_t o = 0; o < out->dims[d]; o++) src[pos++] = af_ref_pad_source(p.mode, o - p.pads[d], x->dims[d]);
-    }
+    /* src[d][o] is the source index along axis d of output index o, -1 for padding. */
+    const int64_t *src[AF_MAX_RANK];
+    int64_t *tables = af_ref_pad_tables(&p, rank, x->dims, out->dims, src);
+    if (!tables) return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory");
     int64_t in_str[AF_MAX_RANK], idx[AF_MAX_RANK] = {0};
     af_movement_dense_strides(rank, x->dims, in_str);
     char *o = out->data;
@@ -75,7 +82,7 @@ af_status af_ref_PAD(af_op_ctx *c) {
         int64_t s = 0;
         bool pad = false;
         for (int d = 0; d < rank && !pad; d++) {
-            int64_t i = src[off[d] + idx[d]];
+            int64_t i = src[d][idx[d]];
             if (i < 0) pad = true;
             s += i * in_str[d];
         }
@@ -85,7 +92,7 @@ af_status af_ref_PAD(af_op_ctx *c) {
             idx[d] = 0;
         }
     }
-    af_free(src);
+    af_free(tables);
     return AF_OK;
 }
 

@@ -25,4 +25,9 @@ af_status af_ref_pad_setup(af_op_ctx *c, af_ref_pad *p);
  * -1 for the constant. n > 0 unless the mode is constant. */
 int64_t af_ref_pad_source(af_movement_pad_mode mode, int64_t i, int64_t n);
 
+/* Every axis's source index per output index (af_ref_pad_source), in one allocation the caller
+ * frees with af_free: axis[d][o] for d < rank. NULL when out of memory. */
+int64_t *af_ref_pad_tables(const af_ref_pad *p, int rank, const int64_t *in_dims, const int64_t *out_dims,
+                           const int64_t **axis);
+
 #endif
