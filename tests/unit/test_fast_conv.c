@@ -54,6 +54,14 @@ AF_TEST(fast_conv_matches_reference) {
                 {1, 5, 33, w, w, 1, 2, 0, 1, false, 0, 0}, /* implicit: 1x1 stride 2, a 1-channel panel */
                 {1, 6, 9, w, w + 2, 3, 2, 1, 1, true, 0, 2}, /* implicit: stride 2, uneven pads */
                 {1, 4, 5, w, w, 2, 3, 1, 1, true, 0, 0},   /* implicit: stride 3 > kernel 2 */
+                /* Grouped, as many channels out as in (the channel-blocked kernel on AVX-512):
+                 * groups of 4 (a permutation of lanes), of 8 in a partial block of 16, of 2 on
+                 * the any-geometry path, of 16 and of 32 (broadcasts; 32: two blocks a unit). */
+                {1, 16, 16, w, w, 3, 1, 1, 4, true, 0, 0},
+                {1, 24, 24, w, w + 1, 3, 2, 1, 3, false, 0, 0},
+                {1, 12, 12, w, w, 5, 1, 2, 6, true, 2, 0},
+                {2, 32, 32, w, w, 3, 1, 1, 2, true, 0, 0},
+                {1, 64, 64, w, w, 3, 2, 2, 2, true, 2, 3},
             };
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
                 const conv_case *cc = &cases[c];
@@ -201,6 +209,7 @@ static void check_cases(const conv_case *cases, size_t n, const char *(*want_ker
  * implicit GEMM's tile on AVX-512; the rest (and the scalar tiles) add it after the store. */
 static bool in_place_avx(af_isa isa) { return isa != AF_ISA_SCALAR; }
 static bool in_place_avx512(af_isa isa) { return isa == AF_ISA_AVX512; }
+static bool in_place_avx2(af_isa isa) { return isa == AF_ISA_AVX2; }
 static bool in_place_never(af_isa isa) {
     (void)isa;
     return false;
@@ -257,6 +266,26 @@ AF_TEST(fast_conv_depthwise_applies_its_epilogue) {
     check_cases(cases, sizeof cases / sizeof cases[0], depthwise_kernel, NULL, in_place_never);
 }
 
+static const char *grouped_kernel(af_isa isa) {
+    return isa == AF_ISA_AVX512 ? "f32_conv_grouped_blocked__avx512" : "f32_conv_im2col_gemm";
+}
+
+/* Grouped convolutions with their epilogues at ResNeXt's and RegNet's group widths (4, 8, 16, 32),
+ * on planes with several row chunks, stride 2, and a channel count that leaves a partial block. */
+AF_TEST(fast_conv_grouped_applies_its_epilogue) {
+    const conv_case cases[] = {
+        {1, 32, 32, 40, 40, 3, 1, 1, 8, true, 0, 0},   /* groups of 4, row chunks */
+        {2, 40, 40, 29, 29, 3, 2, 1, 5, true, 0, 0},   /* groups of 8, a partial block, batch 2 */
+        {1, 64, 64, 14, 14, 3, 1, 1, 4, true, 0, 0},   /* groups of 16 */
+        {1, 24, 24, 12, 12, 3, 1, 2, 12, true, 2, 1},  /* groups of 2, dilated, uneven pads */
+    };
+    /* The residual in place: never on the blocked kernel; on AVX2 the im2col GEMM's. */
+    check_cases(cases, sizeof cases / sizeof cases[0], grouped_kernel, NULL, in_place_avx2);
+    /* Groups of 32, stride 2: on AVX2, K = 288 spans two of its GEMM's K blocks, so neither. */
+    const conv_case wide[] = {{1, 64, 64, 15, 15, 3, 2, 1, 2, true, 0, 0}};
+    check_cases(wide, 1, grouped_kernel, NULL, in_place_never);
+}
+
 static const char *gemm_1x1_kernel(af_isa isa) {
     (void)isa;
     return "f32_conv1x1_gemm";
@@ -278,10 +307,12 @@ AF_TEST(fast_conv_gemm_applies_its_epilogue) {
     check_cases(gemm_1x1, sizeof gemm_1x1 / sizeof gemm_1x1[0], gemm_1x1_kernel, NULL, in_place_avx);
     const conv_case im2col[] = {
         {1, 12, 18, 20, 20, 3, 1, 1, 2, true, 0, 0},  /* 2 groups */
-        {1, 8, 8, 22, 23, 3, 1, 1, 4, true, 2, 0},    /* 4 groups, dilated */
-        /* Groups to spare for both threads: whole groups as tasks (RegNet's 8-channel groups). */
-        {1, 48, 48, 14, 14, 3, 1, 1, 6, true, 0, 0},
-        {2, 64, 64, 9, 9, 3, 2, 1, 8, true, 0, 0},    /* stride 2, batch 2 */
+        {1, 12, 12, 22, 23, 3, 1, 1, 4, true, 2, 0}, /* 4 groups, dilated */
+        /* Groups to spare for both threads: whole groups as tasks (widths the channel-blocked
+         * kernel does not take: 12, 6 and 8 to 16). */
+        {1, 48, 48, 14, 14, 3, 1, 1, 4, true, 0, 0},
+        {2, 60, 60, 9, 9, 3, 2, 1, 10, true, 0, 0},   /* stride 2, batch 2 */
+        {1, 48, 96, 14, 14, 3, 1, 1, 6, true, 0, 0},
     };
     check_cases(im2col, sizeof im2col / sizeof im2col[0], im2col_kernel, NULL, in_place_avx);
     const conv_case grouped_1x1[] = {{1, 32, 16, 12, 12, 1, 1, 0, 4, true, 0, 0}}; /* no unfolding */

@@ -1,5 +1,6 @@
 /*
- * Depthwise 2-D convolution on AVX-512 with channels as the vector lanes: 16 channels of a chunk
+ * Depthwise 2-D convolution on AVX-512 with channels as the vector lanes (and grouped ones whose
+ * groups are narrow, af_dw_blocked_prepare_grouped): 16 channels of a chunk
  * of input rows are interleaved (transposed in registers) into a zero-padded scratch block of
  * [row][column][16 channels], so every tap of every output pixel is one full-vector FMA of the
  * pixel's 16 channels by the tap's 16 weights, whatever the plane size, stride or dilation. A
@@ -22,11 +23,22 @@
 
 typedef struct af_dw_blocked {
     int64_t channels, kh, kw;
-    float *weights; /* [channels / 16 rounded up][kh * kw][16], zero past the last channel; owned */
+    int64_t group_channels; /* input channels per group: 1 depthwise */
+    /* [channels / 16 rounded up][group_channels][kh * kw][16], zero past the last channel; owned */
+    float *weights;
 } af_dw_blocked;
 
 /* weights is [channels, kh * kw]. AF_ERR_OUT_OF_MEMORY or AF_OK. */
 af_status af_dw_blocked_prepare(const float *weights, int64_t channels, int64_t kh, int64_t kw, af_dw_blocked *b);
+/* Whether a grouped convolution with as many output as input channels, group_channels of each per
+ * group, runs here: groups of 1, 2, 4, 8, 16 or 32 channels. */
+bool af_dw_blocked_groups_fit(int64_t channels, int64_t group_channels);
+/* The grouped convolution: weights is [channels, group_channels, kh * kw]. AF_ERR_INVALID_ARGUMENT
+ * where af_dw_blocked_groups_fit says no. A 16-lane block of output channels spans 16 /
+ * group_channels groups, which read their input channels as a permutation of the block's lanes;
+ * a group of 16 or 32 channels broadcasts each input channel to its 16-lane blocks. */
+af_status af_dw_blocked_prepare_grouped(const float *weights, int64_t channels, int64_t group_channels, int64_t kh,
+                                        int64_t kw, af_dw_blocked *b);
 void af_dw_blocked_release(af_dw_blocked *b);
 /* Scratch for n_threads threads: one interleaved block of input rows each. */
 size_t af_dw_blocked_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads);
@@ -44,7 +56,7 @@ typedef void (*af_dw_fill_fn)(void *ctx, int64_t img, int64_t c0, int64_t nc, in
                               float *dst);
 /* af_dw_blocked_run with the input made by fill, row by row, instead of read from a tensor: a
  * producer (the 1x1 conv before it, say) writes straight into the block. A chunk's halo rows are
- * filled by each chunk that reads them. */
+ * filled by each chunk that reads them. Depthwise only: AF_ERR_RUNTIME for a grouped b. */
 af_status af_dw_blocked_run_fill(const af_dw_blocked *b, const af_conv_geom *geo, af_dw_fill_fn fill, void *ctx,
                                  float *y, int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
                                  const af_epilogue *epi, af_threadpool *pool, void *scratch, size_t scratch_bytes);
