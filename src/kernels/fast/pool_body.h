@@ -50,7 +50,7 @@ static float pl_column(const af_pool2d *g, const float *x, int64_t y0, int64_t r
     return cnt > 0 ? sum / (float)cnt : NAN;
 }
 
-#define PL_ROW_MAX 2048 /* widest input row whose window maximum goes through a row buffer */
+#define PL_ROW_MAX 2048 /* widest padded input row whose window goes through a row buffer */
 
 /* Output columns [ox0, ox1) of one output row, whose taps all lie inside the rows x0 (interior
  * columns, or any over a zero-extended row): MAX_ picks max or sum, SC_ the stride class (1, 2,
@@ -76,9 +76,40 @@ FV_INLINE void pl_interior(const af_pool2d *g, const float *x0, int64_t rows, fl
     }
 }
 
+/* The rows [0, rows) of x0 reduced into one at vin[0, w): a max (NaN taps skipped, as in
+ * pl_interior) or a sum. */
+FV_INLINE void pl_reduce_rows(const af_pool2d *g, const float *x0, int64_t rows, float *vin, bool max) {
+    const int64_t w = g->w;
+    int64_t j = 0;
+    for (; j + FV_W <= w; j += FV_W) {
+        fv_v acc = max ? fv_set1(-INFINITY) : fv_zero();
+        for (int64_t r = 0; r < rows; r++) {
+            const fv_v v = fv_load(x0 + r * w + j);
+            acc = max ? fv_max(v, acc) : r ? fv_add(acc, v) : v;
+        }
+        fv_store(vin + j, acc);
+    }
+    if (j < w) {
+        const fv_m m = fv_tail(w - j);
+        fv_v acc = max ? fv_set1(-INFINITY) : fv_zero();
+        for (int64_t r = 0; r < rows; r++) {
+            const fv_v v = fv_loadm(x0 + r * w + j, m);
+            acc = max ? fv_max(v, acc) : r ? fv_add(acc, v) : v;
+        }
+        fv_storem(vin + j, m, acc);
+    }
+}
+
 FV_TARGET static void FV_NAME(f32_pool2d_plane)(const af_pool2d *g, const float *x, float *y, int64_t oy0,
                                                  int64_t oy1) {
     const int sc = g->sw == 1 ? 1 : g->sw == 2 ? 2 : 3;
+    /* The row buffer: the input row at vin = vrow + pw, the pad value (-inf for a max, 0 for a
+     * sum) left of it and past it up to the last window's end. */
+    float vrow[PL_ROW_MAX];
+    const int64_t span = (g->ow - 1) * g->sw + g->kw, end = g->pw + g->w > span ? g->pw + g->w : span;
+    const bool row_buffer = end <= PL_ROW_MAX;
+    float *vin = vrow + (row_buffer ? g->pw : 0);
+    for (int64_t j = 0; row_buffer && j < end; j++) vrow[j] = g->max ? -INFINITY : 0.0f;
     for (int64_t oy = oy0; oy < oy1; oy++) {
         const int64_t by = oy * g->sh - g->ph;
         int64_t rlo, rhi;
@@ -94,58 +125,20 @@ FV_TARGET static void FV_NAME(f32_pool2d_plane)(const af_pool2d *g, const float 
         const float *x0 = rows > 0 ? x + y0 * g->w : x;
         const int64_t icnt = (g->include_pad ? cnt_hp : rows) * g->kw;
         const float cnt = (float)icnt;
-        const bool row_sum =
-            !g->max && rows > 1 && g->pw + g->w <= PL_ROW_MAX && (g->ow - 1) * g->sw + g->kw <= PL_ROW_MAX;
-        /* The border columns: with a row sum, after it, and only those whose count differs. */
-        for (int64_t ox = 0; !row_sum && ox < g->ox_lo; ox++) yrow[ox] = pl_column(g, x, y0, rows, cnt_hp, ox);
-        for (int64_t ox = g->ox_hi; !row_sum && ox < g->ow; ox++) yrow[ox] = pl_column(g, x, y0, rows, cnt_hp, ox);
-        if (g->max && rows > 1 && g->w <= PL_ROW_MAX) {
-            /* The rows' maximum first, then the window along it: each input vector is loaded once
-             * per output row instead of once per tap, and the strided loads run on one row, not
-             * kh (ResNet-50's 3x3 stride-2 pool over 112x112x64: 0.36 -> 0.15 ms). NaN taps are
-             * skipped in any order, so the result is the per-tap loop's. */
-            float vrow[PL_ROW_MAX];
-            int64_t j = 0;
-            for (; j + FV_W <= g->w; j += FV_W) {
-                fv_v acc = fv_set1(-INFINITY);
-                for (int64_t r = 0; r < rows; r++) acc = fv_max(fv_load(x0 + r * g->w + j), acc);
-                fv_store(vrow + j, acc);
-            }
-            if (j < g->w) {
-                const fv_m m = fv_tail(g->w - j);
-                fv_v acc = fv_set1(-INFINITY);
-                for (int64_t r = 0; r < rows; r++) acc = fv_max(fv_loadmf(x0 + r * g->w + j, m, fv_set1(-INFINITY)), acc);
-                fv_storem(vrow + j, m, acc);
-            }
-            if (sc == 1) pl_interior(g, vrow, 1, cnt, yrow, 1, 1, g->ox_lo, g->ox_hi);
-            else if (sc == 2) pl_interior(g, vrow, 1, cnt, yrow, 1, 2, g->ox_lo, g->ox_hi);
-            else pl_interior(g, vrow, 1, cnt, yrow, 1, 3, g->ox_lo, g->ox_hi);
-        } else if (g->max) {
-            if (sc == 1) pl_interior(g, x0, rows, cnt, yrow, 1, 1, g->ox_lo, g->ox_hi);
-            else if (sc == 2) pl_interior(g, x0, rows, cnt, yrow, 1, 2, g->ox_lo, g->ox_hi);
-            else pl_interior(g, x0, rows, cnt, yrow, 1, 3, g->ox_lo, g->ox_hi);
-        } else if (row_sum) {
-            /* The rows' sum first, zero-extended by the left pad and past the right edge, then the
-             * window along it for every column with the interior's count; border columns whose
-             * count differs (all without count_include_pad) are redone one at a time. Inception-
-             * v3's 3x3 pools with a pad of 1, on planes 35, 17 and 8 wide, spent much of their
-             * time in border columns and in kh loads per tap. */
-            float vrow[PL_ROW_MAX];
-            const int64_t span = (g->ow - 1) * g->sw + g->kw, end = g->pw + g->w > span ? g->pw + g->w : span;
-            for (int64_t j = 0; j < g->pw; j++) vrow[j] = 0.0f;
-            for (int64_t j = g->pw + g->w; j < end; j++) vrow[j] = 0.0f;
-            float *vin = vrow + g->pw;
-            int64_t j = 0;
-            for (; j + FV_W <= g->w; j += FV_W) {
-                fv_v acc = fv_load(x0 + j);
-                for (int64_t r = 1; r < rows; r++) acc = fv_add(acc, fv_load(x0 + r * g->w + j));
-                fv_store(vin + j, acc);
-            }
-            if (j < g->w) {
-                const fv_m m = fv_tail(g->w - j);
-                fv_v acc = fv_loadm(x0 + j, m);
-                for (int64_t r = 1; r < rows; r++) acc = fv_add(acc, fv_loadm(x0 + r * g->w + j, m));
-                fv_storem(vin + j, m, acc);
+        if (row_buffer && rows > 0) {
+            /* The window's rows reduced into one, then every column's window along it, the
+             * borders' included (a max ignores the -inf pad; a sum's count is redone where it
+             * differs). Each input vector is loaded once per output row instead of once per tap,
+             * the strided loads run on one row, and no column runs alone: ResNet-50's 3x3
+             * stride-2 pool over 112x112x64 0.36 -> 0.15 ms; GoogLeNet's and Inception-v3's 3x3
+             * pools with a pad of 1 on planes 35 to 7 wide spent most of their time in their
+             * border columns. */
+            pl_reduce_rows(g, x0, rows, vin, g->max);
+            if (g->max) {
+                if (sc == 1) pl_interior(g, vin, 1, cnt, yrow, 1, 1, 0, g->ow);
+                else if (sc == 2) pl_interior(g, vin, 1, cnt, yrow, 1, 2, 0, g->ow);
+                else pl_interior(g, vin, 1, cnt, yrow, 1, 3, 0, g->ow);
+                continue;
             }
             if (sc == 1) pl_interior(g, vin, 1, cnt, yrow, 0, 1, 0, g->ow);
             else if (sc == 2) pl_interior(g, vin, 1, cnt, yrow, 0, 2, 0, g->ow);
@@ -154,6 +147,14 @@ FV_TARGET static void FV_NAME(f32_pool2d_plane)(const af_pool2d *g, const float 
                 if (pl_count(g, rows, cnt_hp, ox) != icnt) yrow[ox] = pl_column(g, x, y0, rows, cnt_hp, ox);
             for (int64_t ox = g->ox_hi; ox < g->ow; ox++)
                 if (pl_count(g, rows, cnt_hp, ox) != icnt) yrow[ox] = pl_column(g, x, y0, rows, cnt_hp, ox);
+            continue;
+        }
+        for (int64_t ox = 0; ox < g->ox_lo; ox++) yrow[ox] = pl_column(g, x, y0, rows, cnt_hp, ox);
+        for (int64_t ox = g->ox_hi; ox < g->ow; ox++) yrow[ox] = pl_column(g, x, y0, rows, cnt_hp, ox);
+        if (g->max) {
+            if (sc == 1) pl_interior(g, x0, rows, cnt, yrow, 1, 1, g->ox_lo, g->ox_hi);
+            else if (sc == 2) pl_interior(g, x0, rows, cnt, yrow, 1, 2, g->ox_lo, g->ox_hi);
+            else pl_interior(g, x0, rows, cnt, yrow, 1, 3, g->ox_lo, g->ox_hi);
         } else {
             if (sc == 1) pl_interior(g, x0, rows, cnt, yrow, 0, 1, g->ox_lo, g->ox_hi);
             else if (sc == 2) pl_interior(g, x0, rows, cnt, yrow, 0, 2, g->ox_lo, g->ox_hi);
