@@ -36,6 +36,7 @@ typedef struct pool_job {
     float *y;
     int64_t planes, in_plane, out_plane;
     int n_tasks;
+    bool by_planes; /* window pools: tasks split the planes, not the rows */
 } pool_job;
 
 /* Planes [p0, p1), output rows [oy0, oy1) of each (window pools). */
@@ -55,6 +56,10 @@ static void pool_task(void *ctx, int task, int thread) {
         return;
     }
     const int64_t oh = j->g->oh;
+    if (j->by_planes) {
+        pool_planes(j, j->planes * task / j->n_tasks, j->planes * (task + 1) / j->n_tasks, 0, oh);
+        return;
+    }
     pool_planes(j, 0, j->planes, oh * task / j->n_tasks, oh * (task + 1) / j->n_tasks);
 }
 
@@ -125,7 +130,15 @@ static af_status pool_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         return AF_OK;
     }
     j.n_tasks = units < 4 * (int64_t)threads ? (int)units : 4 * threads;
-    /* Window pools: thread t takes the t-th band of rows, as the convolutions before it do. */
+    /* Window pools split the planes where there are enough of them, else bands of rows (thread t
+     * the t-th, as the convolutions before it). Bands of a small plane end mid cache line, which
+     * both threads then write: four 3x3 pools over 832x14x14 (GoogLeNet's) ran 0.64 ms on one
+     * thread, 1.09 on two by rows and 0.35 by planes; ResNet-50's pool over 64x112x112 at two
+     * threads 0.18 -> 0.10 ms. */
+    if (!s->global && j.planes >= 4 * threads) {
+        j.by_planes = true;
+        j.n_tasks = 4 * threads;
+    }
     if (s->global) af_threadpool_run(pool, j.n_tasks, pool_task, &j);
     else af_threadpool_run_affine(pool, j.n_tasks, pool_task, &j);
     return AF_OK;
