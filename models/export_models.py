@@ -411,6 +411,7 @@ ARCHS = {
     "mobilenet_v3_small": "torchvision mobilenet_v3_small width_mult=0.5, 100 classes, 1x3x224x224",
     "mobilenet_v2_small": "torchvision mobilenet_v2 width_mult=0.5, 100 classes, 1x3x224x224",
     "resnet_small": "torchvision ResNet, Bottleneck [1,2,1,1], widths/4, 100 classes, 1x3x112x112",
+    "squeezenet_small": "torchvision squeezenet1_1, 100 classes, 1x3x112x112 (Concat of fire modules)",
     "bert_tiny": "BERT (2L, H128, 2 heads, FF512, vocab 1000), seq 32",
     "loop_refine": "scripted loop h = relu(h W + b) + h, run-time trip count, dim 64, 2x8x64",
     "lstm_small": "2-layer bidirectional LSTM (input 16, hidden 32, batch first) + linear head, 2x12x16",
@@ -489,6 +490,11 @@ def build(arch, seed):
         elif arch == "resnet_small":
             shape = (1, 3, 112, 112)
             model = SmallResNet([1, 2, 1, 1], div=4, num_classes=100)
+            _randomize_cnn(model, shape[1:])
+            spec = _cnn_spec(shape)
+        elif arch == "squeezenet_small":
+            shape = (1, 3, 112, 112)
+            model = torchvision.models.squeezenet1_1(weights=None, num_classes=100)
             _randomize_cnn(model, shape[1:])
             spec = _cnn_spec(shape)
         elif arch in ("bert_base", "bert_tiny"):

@@ -98,6 +98,53 @@ static int residual_source(const af_graph *g, const af_lifetimes *lt, const af_s
     return af_tensor_same_shape(&g->values[v].t, &g->values[out].t) ? v : -1;
 }
 
+/* The first value of v's in-place chain (v's slot), where every value of the chain has v's
+ * size; -1 otherwise. */
+static int chain_start(const af_graph *g, const af_lifetimes *lt, int v) {
+    const int64_t numel = af_tensor_numel(&g->values[v].t);
+    while (lt->alias[v] >= 0) {
+        v = lt->alias[v];
+        if (!arena_candidate(g, v) || af_tensor_numel(&g->values[v].t) != numel) return -1;
+    }
+    return v;
+}
+
+/* For step i covering Concat node n alone: whether its inputs can live inside its output (see
+ * memory_plan.h), and if so marks them in lt->within: each input's slot, the first value of its
+ * in-place chain (a conv's output under the unfused Relu written over it). aliased[v]: some value
+ * shares v's slot in place. */
+static void concat_within(const af_graph *g, af_lifetimes *lt, const bool *aliased, const af_node *n, int i) {
+    if (n->op != AF_OP_CONCAT || n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 1) return;
+    const int out = n->outputs[0];
+    const af_tensor *y = &g->values[out].t;
+    if (!arena_candidate(g, out) || lt->alias[out] >= 0 || aliased[out] || y->rank < 1) return;
+    int64_t axis = af_node_attr_int(n, "axis", 0);
+    if (axis < 0) axis += y->rank;
+    if (axis < 0 || axis >= y->rank) return;
+    for (int d = 0; d < axis; d++)
+        if (y->dims[d] != 1) return;
+    int64_t off = 0;
+    for (int k = 0; k < n->n_inputs; k++) {
+        const int v = n->inputs[k];
+        if (v < 0 || v == out || !arena_candidate(g, v) || lt->first[v] < 0 || lt->first[v] >= i ||
+            lt->last[v] != i || aliased[v] || off % 64 != 0)
+            return;
+        const int r = chain_start(g, lt, v);
+        if (r < 0 || r == out || lt->within[r] >= 0 || lt->first[r] < 0) return;
+        for (int j = 0; j < k; j++)
+            if (n->inputs[j] == v) return;
+        off += af_tensor_numel(&g->values[v].t) * 4; /* float32 (arena_candidate) */
+    }
+    if (off != af_tensor_numel(y) * 4) return;
+    off = 0;
+    for (int k = 0; k < n->n_inputs; k++) {
+        const int v = n->inputs[k], r = chain_start(g, lt, v);
+        lt->within[r] = out;
+        lt->within_offset[r] = off;
+        off += af_tensor_numel(&g->values[v].t) * 4;
+    }
+}
+
 af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_lifetimes *lt, af_error *err) {
     memset(lt, 0, sizeof *lt);
     int n_steps = plan ? plan->n_steps : g->n_nodes;
@@ -106,13 +153,17 @@ af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_l
     lt->first = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *lt->first);
     lt->last = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *lt->last);
     lt->alias = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *lt->alias);
+    lt->within = af_malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *lt->within);
+    lt->within_offset = af_calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *lt->within_offset);
+    bool *aliased = af_calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *aliased);
     int *buf = af_malloc(4096 * sizeof *buf);
-    if (!lt->first || !lt->last || !lt->alias || !buf) {
+    if (!lt->first || !lt->last || !lt->alias || !lt->within || !lt->within_offset || !aliased || !buf) {
         af_free(buf);
+        af_free(aliased);
         af_lifetimes_free(lt);
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory planning activations");
     }
-    for (int v = 0; v < g->n_values; v++) lt->first[v] = lt->last[v] = lt->alias[v] = -1;
+    for (int v = 0; v < g->n_values; v++) lt->first[v] = lt->last[v] = lt->alias[v] = lt->within[v] = -1;
     for (int i = 0; i < n_steps; i++) {
         af_step one = {.anchor = i, .n_nodes = 1, .nodes = &i, .output = -1};
         const af_step *s = plan ? &plan->steps[i] : &one;
@@ -136,6 +187,14 @@ af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_l
         int src = in_place_source(g, lt, n, i);
         if (src >= 0) lt->alias[n->outputs[0]] = src;
     }
+    for (int v = 0; v < g->n_values; v++)
+        if (lt->alias[v] >= 0) aliased[lt->alias[v]] = true;
+    for (int i = 0; i < n_steps; i++) {
+        const af_step *s = plan ? &plan->steps[i] : NULL;
+        if (s && (s->output >= 0 || s->n_nodes != 1 || s->kernel_node)) continue;
+        concat_within(g, lt, aliased, &g->nodes[s ? s->anchor : i], i);
+    }
+    af_free(aliased);
     af_free(buf);
     return AF_OK;
 }
@@ -144,6 +203,8 @@ void af_lifetimes_free(af_lifetimes *lt) {
     af_free(lt->first);
     af_free(lt->last);
     af_free(lt->alias);
+    af_free(lt->within);
+    af_free(lt->within_offset);
     memset(lt, 0, sizeof *lt);
 }
 
@@ -165,6 +226,25 @@ static int slot_of(const int *slot, int v) {
     return v;
 }
 
+/* Whether value v lies inside another planned value's bytes (see af_lifetimes.within). */
+static bool lies_within(const af_lifetimes *lt, const af_memory_plan *plan, int v) {
+    return lt->within && lt->within[v] >= 0 && plan->size[v] && plan->size[lt->within[v]];
+}
+
+/* The slot holding value v: its own, or that of the value whose bytes hold it, outermost. */
+static int holder_of(const af_lifetimes *lt, const af_memory_plan *plan, const int *slot, int v) {
+    for (v = slot_of(slot, v); lies_within(lt, plan, v); v = slot_of(slot, lt->within[v])) {
+    }
+    return v;
+}
+
+/* Value v's offset from the offset of the value holding it (placed before), outermost first. */
+static int64_t offset_within(const af_lifetimes *lt, const af_memory_plan *plan, int v) {
+    if (plan->offset[v] >= 0) return plan->offset[v];
+    plan->offset[v] = offset_within(lt, plan, lt->within[v]) + lt->within_offset[v];
+    return plan->offset[v];
+}
+
 af_status af_memory_plan_build(const af_graph *g, const af_lifetimes *lt, af_memory_plan *plan, af_error *err) {
     return af_memory_plan_build_hinted(g, lt, NULL, plan, err);
 }
@@ -179,12 +259,14 @@ af_status af_memory_plan_build_hinted(const af_graph *g, const af_lifetimes *lt,
     interval *iv = af_malloc(nv * sizeof *iv);
     int *slot = af_malloc(nv * sizeof *slot);
     int *slot_last = af_malloc(nv * sizeof *slot_last);
+    int *slot_first = af_malloc(nv * sizeof *slot_first);
     int64_t *step_live = af_calloc((size_t)lt->n_steps + 1, sizeof *step_live);
     int64_t *step_unshared = af_calloc((size_t)lt->n_steps + 1, sizeof *step_unshared);
-    if (!plan->offset || !plan->size || !iv || !slot || !slot_last || !step_live || !step_unshared) {
+    if (!plan->offset || !plan->size || !iv || !slot || !slot_last || !slot_first || !step_live || !step_unshared) {
         af_free(iv);
         af_free(slot);
         af_free(slot_last);
+        af_free(slot_first);
         af_free(step_live);
         af_free(step_unshared);
         af_memory_plan_free(plan);
@@ -207,6 +289,7 @@ af_status af_memory_plan_build_hinted(const af_graph *g, const af_lifetimes *lt,
         bytes = (bytes + 63) & ~(size_t)63;
         plan->size[v] = bytes;
         int first = lt->first[v], last = lt->last[v] < first ? first : lt->last[v];
+        slot_first[v] = first;
         slot_last[v] = last;
         for (int st = first; st <= last; st++) step_unshared[st] += (int64_t)bytes;
     }
@@ -220,15 +303,16 @@ af_status af_memory_plan_build_hinted(const af_graph *g, const af_lifetimes *lt,
         plan->inplace_bytes += plan->size[v];
     }
     for (int v = 0; v < g->n_values; v++) {
-        if (!plan->size[v] || slot[v] == v) continue;
-        int r = slot_of(slot, v);
+        if (!plan->size[v] || (slot[v] == v && !lies_within(lt, plan, v))) continue;
+        int r = holder_of(lt, plan, slot, v);
         if (slot_last[v] > slot_last[r]) slot_last[r] = slot_last[v];
+        if (slot_first[v] < slot_first[r]) slot_first[r] = slot_first[v];
     }
     int n = 0;
     for (int v = 0; v < g->n_values; v++) {
-        if (!plan->size[v] || slot[v] != v) continue;
-        iv[n++] = (interval){v, lt->first[v], slot_last[v], plan->size[v]};
-        for (int st = lt->first[v]; st <= slot_last[v]; st++) step_live[st] += (int64_t)plan->size[v];
+        if (!plan->size[v] || slot[v] != v || lies_within(lt, plan, v)) continue;
+        iv[n++] = (interval){v, slot_first[v], slot_last[v], plan->size[v]};
+        for (int st = slot_first[v]; st <= slot_last[v]; st++) step_live[st] += (int64_t)plan->size[v];
     }
     for (int st = 0; st <= lt->n_steps; st++) {
         if ((size_t)step_live[st] > plan->live_bound) plan->live_bound = (size_t)step_live[st];
@@ -254,10 +338,13 @@ af_status af_memory_plan_build_hinted(const af_graph *g, const af_lifetimes *lt,
         if (off + iv[i].size > plan->arena_bytes) plan->arena_bytes = off + iv[i].size;
     }
     for (int v = 0; v < g->n_values; v++)
+        if (plan->size[v] && lies_within(lt, plan, v)) offset_within(lt, plan, v);
+    for (int v = 0; v < g->n_values; v++)
         if (plan->size[v] && slot[v] != v) plan->offset[v] = plan->offset[slot_of(slot, v)];
     af_free(iv);
     af_free(slot);
     af_free(slot_last);
+    af_free(slot_first);
     af_free(step_live);
     af_free(step_unshared);
     return AF_OK;

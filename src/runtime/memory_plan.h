@@ -16,6 +16,11 @@
  * then copy nothing. Such values form one slot that lives from the first's producer to the last's
  * last reader.
  *
+ * Within: the inputs of an unfused Concat whose parts are whole runs of its output (every axis
+ * before the concatenated one of size 1: channels of one image) live inside the output's slot, at
+ * their parts' offsets, when each is read last by the Concat, shares no slot in place, and starts
+ * on a 64-byte boundary. Their producers write the output's parts, and the Concat copies nothing.
+ *
  *   af_lifetimes lt;
  *   af_lifetimes_compute(g, plan, &lt, err);         // or plan NULL: one step per node
  *   af_memory_plan mp;
@@ -36,6 +41,9 @@ typedef struct af_lifetimes {
                    constants, a fused step's intermediates) */
     int *last;  /* per value: the last step reading it (n_steps for graph outputs, -1 if unread) */
     int *alias; /* per value: the input whose arena slot it may reuse (written in place), or -1 */
+    int *within; /* per value: the value whose bytes hold it, at within_offset (a Concat's input
+                    inside its output), or -1 */
+    int64_t *within_offset; /* per value: its byte offset inside within's bytes */
 } af_lifetimes;
 
 af_status af_lifetimes_compute(const af_graph *g, const struct af_exec_plan *plan, af_lifetimes *lt, af_error *err);

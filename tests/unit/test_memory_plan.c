@@ -1,7 +1,7 @@
 /* Memory plan: values alive at the same time never share bytes (except an elementwise output
- * written in place over its input's slot, or a Reshape-like view of its input kept in it), the arena stays close to the sum-of-live-bytes lower
- * bound on the real-model fixtures, and in-place reuse shrinks the arena without changing any
- * output. */
+ * written in place over its input's slot, a Reshape-like view of its input kept in it, or a
+ * Concat's inputs inside its output), the arena stays close to the sum-of-live-bytes lower bound
+ * on the real-model fixtures, and in-place reuse shrinks the arena without changing any output. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +13,8 @@
 #include "unit.h"
 #include "util/alloc.h"
 
-static const char *const fixtures[] = {"resnet_small", "mobilenet_v3_small", "bert_tiny", "resnet_small_bn_op11"};
+static const char *const fixtures[] = {"resnet_small", "mobilenet_v3_small", "bert_tiny", "resnet_small_bn_op11",
+                                       "squeezenet_small"};
 
 /* The first value of v's in-place chain. */
 static int chain_root(const af_lifetimes *lt, int v) {
@@ -21,8 +22,17 @@ static int chain_root(const af_lifetimes *lt, int v) {
     return v;
 }
 
+/* Whether value a lies inside value b's bytes (a Concat's input, or its in-place chain, inside
+ * the output's slot), at any depth. */
+static bool inside(const af_lifetimes *lt, int a, int b) {
+    for (int x = chain_root(lt, a); lt->within && lt->within[x] >= 0; x = chain_root(lt, lt->within[x]))
+        if (chain_root(lt, lt->within[x]) == chain_root(lt, b)) return true;
+    return false;
+}
+
 /* Checks every pair of planned values whose lifetimes overlap for overlapping byte ranges; values
- * of one in-place chain share their slot by design and must sit at the same offset. */
+ * of one in-place chain share their slot by design and must sit at the same offset, and a value
+ * inside another (see inside) must lie within its bytes. */
 static int count_overlaps(const af_graph *g, const af_memory_plan *p, const af_lifetimes *lt) {
     int bad = 0;
     for (int a = 0; a < g->n_values; a++) {
@@ -34,6 +44,13 @@ static int count_overlaps(const af_graph *g, const af_memory_plan *p, const af_l
             if (la < fb || lb < fa) continue;
             if (chain_root(lt, a) == chain_root(lt, b) && p->offset[a] == p->offset[b]) continue;
             int64_t ao = p->offset[a], bo = p->offset[b];
+            if (inside(lt, a, b) || inside(lt, b, a)) {
+                const bool a_in = inside(lt, a, b);
+                const int64_t io = a_in ? ao : bo, oo = a_in ? bo : ao;
+                const size_t isz = p->size[a_in ? a : b], osz = p->size[a_in ? b : a];
+                bad += io < oo || io + (int64_t)isz > oo + (int64_t)osz;
+                continue;
+            }
             if (ao < bo + (int64_t)p->size[b] && bo < ao + (int64_t)p->size[a]) bad++;
         }
     }
@@ -223,4 +240,53 @@ AF_TEST(memory_plan_writes_fused_outputs_over_their_residual) {
         af_fusion_result_free(&res);
         af_model_free(m);
     }
+}
+
+/* A Concat's inputs inside its output: on SqueezeNet's fire modules (two convs concatenated by
+ * channels, each through a Relu written over the conv's output in place), each expand conv's
+ * output sits at its part of the Concat's output, the arena is no larger, and the outputs are the same bits as with every input in a slot of its own (the
+ * Concat copying). */
+AF_TEST(memory_plan_places_concat_inputs_inside_the_output) {
+    char dir[1024];
+    af_model *m = load_fixture("squeezenet_small", dir, sizeof dir);
+    if (!m) return;
+    af_error err = {0};
+    const af_graph *g = m->graph;
+    af_exec_plan plan;
+    const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
+    CHECK(af_exec_plan_unfused(g, &kernels, false, NULL, &plan, &err) == AF_OK);
+    af_lifetimes lt;
+    CHECK(af_lifetimes_compute(g, &plan, &lt, &err) == AF_OK);
+    af_memory_plan within, apart;
+    CHECK(af_memory_plan_build(g, &lt, &within, &err) == AF_OK);
+    int *w = lt.within;
+    lt.within = NULL;
+    CHECK(af_memory_plan_build(g, &lt, &apart, &err) == AF_OK);
+    lt.within = w;
+    int inside_count = 0, concats = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const af_node *n = &g->nodes[i];
+        if (n->op != AF_OP_CONCAT) continue;
+        concats++;
+        int64_t off = 0;
+        for (int k = 0; k < n->n_inputs; k++) {
+            const int v = n->inputs[k];
+            CHECK_EQ_INT(lt.within[chain_root(&lt, v)], n->outputs[0]);
+            CHECK_EQ_INT(within.offset[v], within.offset[n->outputs[0]] + off);
+            off += af_tensor_numel(&g->values[v].t) * 4;
+            inside_count++;
+        }
+    }
+    CHECK_EQ_INT(concats, 8);
+    CHECK_EQ_INT(inside_count, 16);
+    CHECK_EQ_INT(count_overlaps(g, &within, &lt), 0);
+    CHECK(within.arena_bytes <= apart.arena_bytes);
+    printf("  squeezenet_small: %d Concat inputs inside their outputs, arena %zu -> %zu bytes\n", inside_count,
+           apart.arena_bytes, within.arena_bytes);
+    check_same_output(g, &plan, &lt, &within, &apart, dir);
+    af_memory_plan_free(&within);
+    af_memory_plan_free(&apart);
+    af_lifetimes_free(&lt);
+    af_exec_plan_free(&plan);
+    af_model_free(m);
 }

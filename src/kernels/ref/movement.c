@@ -122,7 +122,8 @@ af_status af_ref_CONCAT(af_op_ctx *c) {
             const af_tensor *x = c->inputs[i];
             size_t chunk = (size_t)(x->dims[axis] * inner) * es;
             if (!chunk) continue;
-            memcpy(o, (const char *)x->data + (size_t)n * chunk, chunk);
+            const char *src = (const char *)x->data + (size_t)n * chunk;
+            if (src != o) memcpy(o, src, chunk); /* equal: planned inside the output (memory_plan.h) */
             o += chunk;
         }
     }
