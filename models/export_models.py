@@ -412,6 +412,7 @@ ARCHS = {
     "mobilenet_v2_small": "torchvision mobilenet_v2 width_mult=0.5, 100 classes, 1x3x224x224",
     "resnet_small": "torchvision ResNet, Bottleneck [1,2,1,1], widths/4, 100 classes, 1x3x112x112",
     "squeezenet_small": "torchvision squeezenet1_1, 100 classes, 1x3x112x112 (Concat of fire modules)",
+    "shufflenet_small": "torchvision shufflenet_v2_x0_5, 100 classes, 1x3x112x112 (channel split and shuffle)",
     "bert_tiny": "BERT (2L, H128, 2 heads, FF512, vocab 1000), seq 32",
     "loop_refine": "scripted loop h = relu(h W + b) + h, run-time trip count, dim 64, 2x8x64",
     "lstm_small": "2-layer bidirectional LSTM (input 16, hidden 32, batch first) + linear head, 2x12x16",
@@ -490,6 +491,11 @@ def build(arch, seed):
         elif arch == "resnet_small":
             shape = (1, 3, 112, 112)
             model = SmallResNet([1, 2, 1, 1], div=4, num_classes=100)
+            _randomize_cnn(model, shape[1:])
+            spec = _cnn_spec(shape)
+        elif arch == "shufflenet_small":
+            shape = (1, 3, 112, 112)
+            model = torchvision.models.shufflenet_v2_x0_5(weights=None, num_classes=100)
             _randomize_cnn(model, shape[1:])
             spec = _cnn_spec(shape)
         elif arch == "squeezenet_small":

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/op_ctx.h"
+#include "ir/shape/movement.h"
 #include "ir/tensor.h"
 #include "runtime/plan.h"
 #include "util/alloc.h"
@@ -145,6 +147,46 @@ static void concat_within(const af_graph *g, af_lifetimes *lt, const bool *alias
     }
 }
 
+/* For step i covering Slice node n alone: whether its output is one run of its input's bytes (every
+ * axis before the sliced one of size 1, step 1, every axis after it whole), starting on a 64-byte
+ * boundary, and if so marks it in lt->within: the channel split of ShuffleNet's blocks. Nothing
+ * may be written in place over either. */
+static void slice_within(const af_graph *g, af_lifetimes *lt, const bool *aliased, const af_node *n, int i) {
+    if (n->op != AF_OP_SLICE || n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 3 || n->inputs[0] < 0 ||
+        n->n_inputs > 5)
+        return;
+    const int x = n->inputs[0], v = n->outputs[0];
+    const af_tensor *xt = &g->values[x].t, *vt = &g->values[v].t;
+    if (x == v || !arena_candidate(g, x) || !arena_candidate(g, v) || aliased[x] || aliased[v] || lt->alias[v] >= 0 ||
+        lt->within[v] >= 0 || lt->first[x] < 0 || lt->first[x] >= i || xt->rank != vt->rank || xt->rank < 1)
+        return;
+    const af_tensor *ins[5]; /* data, starts, ends, axes, steps */
+    for (int k = 0; k < n->n_inputs; k++) {
+        const int u = n->inputs[k];
+        ins[k] = u >= 0 ? &g->values[u].t : NULL;
+        if (k > 0 && u >= 0 && !af_graph_const_value(g, u)) return;
+    }
+    af_op_ctx c = {.node = n, .graph = g, .opset = g->opset, .n_inputs = n->n_inputs, .inputs = ins};
+    af_movement_slice p;
+    if (!af_movement_slice_known(&c) || af_movement_slice_params(&c, xt, &p) != AF_OK) return;
+    int axis = -1;
+    for (int d = 0; d < xt->rank; d++) {
+        if (p.len[d] != vt->dims[d]) return;
+        if (p.len[d] == xt->dims[d] && p.start[d] == 0 && (p.step[d] == 1 || xt->dims[d] <= 1)) continue;
+        if (axis >= 0 || p.step[d] != 1) return; /* a second sliced axis, or a stride */
+        axis = d;
+    }
+    if (axis < 0) return; /* the whole input: a copy the executor may need apart */
+    int64_t inner = 1;
+    for (int d = 0; d < axis; d++)
+        if (xt->dims[d] != 1) return;
+    for (int d = axis + 1; d < xt->rank; d++) inner *= xt->dims[d];
+    const int64_t off = p.start[axis] * inner * 4; /* float32 (arena_candidate) */
+    if (off % 64 != 0) return;
+    lt->within[v] = x;
+    lt->within_offset[v] = off;
+}
+
 af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_lifetimes *lt, af_error *err) {
     memset(lt, 0, sizeof *lt);
     int n_steps = plan ? plan->n_steps : g->n_nodes;
@@ -193,6 +235,7 @@ af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_l
         const af_step *s = plan ? &plan->steps[i] : NULL;
         if (s && (s->output >= 0 || s->n_nodes != 1 || s->kernel_node)) continue;
         concat_within(g, lt, aliased, &g->nodes[s ? s->anchor : i], i);
+        slice_within(g, lt, aliased, &g->nodes[s ? s->anchor : i], i);
     }
     af_free(aliased);
     af_free(buf);
@@ -238,10 +281,14 @@ static int holder_of(const af_lifetimes *lt, const af_memory_plan *plan, const i
     return v;
 }
 
-/* Value v's offset from the offset of the value holding it (placed before), outermost first. */
-static int64_t offset_within(const af_lifetimes *lt, const af_memory_plan *plan, int v) {
+/* Value v's offset once every slot is placed: its own, its slot's first value's, or that of the
+ * value whose bytes hold it plus its offset there, resolved in that order. */
+static int64_t resolve_offset(const af_lifetimes *lt, af_memory_plan *plan, const int *slot, int v) {
     if (plan->offset[v] >= 0) return plan->offset[v];
-    plan->offset[v] = offset_within(lt, plan, lt->within[v]) + lt->within_offset[v];
+    if (lies_within(lt, plan, v))
+        plan->offset[v] = resolve_offset(lt, plan, slot, lt->within[v]) + lt->within_offset[v];
+    else if (slot[v] != v)
+        plan->offset[v] = resolve_offset(lt, plan, slot, slot_of(slot, v));
     return plan->offset[v];
 }
 
@@ -338,9 +385,7 @@ af_status af_memory_plan_build_hinted(const af_graph *g, const af_lifetimes *lt,
         if (off + iv[i].size > plan->arena_bytes) plan->arena_bytes = off + iv[i].size;
     }
     for (int v = 0; v < g->n_values; v++)
-        if (plan->size[v] && lies_within(lt, plan, v)) offset_within(lt, plan, v);
-    for (int v = 0; v < g->n_values; v++)
-        if (plan->size[v] && slot[v] != v) plan->offset[v] = plan->offset[slot_of(slot, v)];
+        if (plan->size[v]) resolve_offset(lt, plan, slot, v);
     af_free(iv);
     af_free(slot);
     af_free(slot_last);

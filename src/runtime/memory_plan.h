@@ -20,6 +20,11 @@
  * before the concatenated one of size 1: channels of one image) live inside the output's slot, at
  * their parts' offsets, when each is read last by the Concat, shares no slot in place, and starts
  * on a 64-byte boundary. Their producers write the output's parts, and the Concat copies nothing.
+ * Likewise an unfused Slice whose output is one run of its input's bytes (step 1 along one axis,
+ * every axis before it of size 1, every axis after it whole: ShuffleNet's channel split) lives
+ * inside its input's slot, which then lives as long as the output, and the Slice copies nothing.
+ * A value inside another takes the offset of the one holding it plus its own offset there, after
+ * the holder's in-place chain is resolved.
  *
  *   af_lifetimes lt;
  *   af_lifetimes_compute(g, plan, &lt, err);         // or plan NULL: one step per node

@@ -14,7 +14,7 @@
 #include "util/alloc.h"
 
 static const char *const fixtures[] = {"resnet_small", "mobilenet_v3_small", "bert_tiny", "resnet_small_bn_op11",
-                                       "squeezenet_small"};
+                                       "squeezenet_small", "shufflenet_small"};
 
 /* The first value of v's in-place chain. */
 static int chain_root(const af_lifetimes *lt, int v) {
@@ -283,6 +283,53 @@ AF_TEST(memory_plan_places_concat_inputs_inside_the_output) {
     CHECK(within.arena_bytes <= apart.arena_bytes);
     printf("  squeezenet_small: %d Concat inputs inside their outputs, arena %zu -> %zu bytes\n", inside_count,
            apart.arena_bytes, within.arena_bytes);
+    check_same_output(g, &plan, &lt, &within, &apart, dir);
+    af_memory_plan_free(&within);
+    af_memory_plan_free(&apart);
+    af_lifetimes_free(&lt);
+    af_exec_plan_free(&plan);
+    af_model_free(m);
+}
+
+/* A Slice's output inside its input: ShuffleNetV2's channel splits (torch.chunk into two halves of
+ * the channels, whose input is often itself a Reshape kept in its source's slot) read their
+ * halves where the input has them, on the unfused and the fused plan, and the outputs are the
+ * same bits as with every Slice copying. */
+AF_TEST(memory_plan_places_slices_inside_their_input) {
+    char dir[1024];
+    af_model *m = load_fixture("shufflenet_small", dir, sizeof dir);
+    if (!m) return;
+    af_error err = {0};
+    const af_graph *g = m->graph;
+    af_exec_plan plan;
+    const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
+    CHECK(af_exec_plan_unfused(g, &kernels, false, NULL, &plan, &err) == AF_OK);
+    af_lifetimes lt;
+    CHECK(af_lifetimes_compute(g, &plan, &lt, &err) == AF_OK);
+    af_memory_plan within, apart;
+    CHECK(af_memory_plan_build(g, &lt, &within, &err) == AF_OK);
+    int *w = lt.within;
+    lt.within = NULL;
+    CHECK(af_memory_plan_build(g, &lt, &apart, &err) == AF_OK);
+    lt.within = w;
+    int slices = 0, inside_input = 0, of_views = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const af_node *n = &g->nodes[i];
+        if (n->op != AF_OP_SLICE) continue;
+        slices++;
+        const int x = n->inputs[0], v = n->outputs[0];
+        if (lt.within[v] != x) continue;
+        inside_input++;
+        CHECK_EQ_INT(within.offset[v], within.offset[x] + lt.within_offset[v]);
+        CHECK(lt.within_offset[v] == 0 || lt.within_offset[v] * 2 == (int64_t)af_tensor_numel(&g->values[x].t) * 4);
+        of_views += lt.alias[x] >= 0; /* x kept in its source's slot (a Reshape) */
+    }
+    CHECK_EQ_INT(slices, 26);
+    CHECK_EQ_INT(inside_input, 26);
+    CHECK(of_views > 0);
+    CHECK_EQ_INT(count_overlaps(g, &within, &lt), 0);
+    printf("  shufflenet_small: %d of %d Slices inside their input (%d of them of a view), arena %zu -> %zu bytes\n",
+           inside_input, slices, of_views, apart.arena_bytes, within.arena_bytes);
     check_same_output(g, &plan, &lt, &within, &apart, dir);
     af_memory_plan_free(&within);
     af_memory_plan_free(&apart);
