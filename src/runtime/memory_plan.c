@@ -42,10 +42,12 @@ static bool elementwise_in_place(const af_node *n) {
 }
 
 /* True when node n's output holds its input 0's bytes unchanged under another shape (Reshape,
- * Flatten, Squeeze, Unsqueeze, Identity): over the same slot its kernels copy nothing (they skip
- * the copy when the two pointers are equal). */
+ * Flatten, Squeeze, Unsqueeze, Identity, and a Dropout without its mask, which at inference is
+ * the identity and otherwise fails): over the same slot its kernels copy nothing (they skip the
+ * copy when the two pointers are equal). */
 static bool shape_view(const af_node *n) {
     switch (n->op) {
+    case AF_OP_DROPOUT: return n->n_inputs >= 1 && (n->n_outputs == 1 || (n->n_outputs == 2 && n->outputs[1] < 0));
     case AF_OP_RESHAPE:
     case AF_OP_FLATTEN:
     case AF_OP_SQUEEZE:

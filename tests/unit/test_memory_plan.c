@@ -2,11 +2,13 @@
  * written in place over its input's slot, a Reshape-like view of its input kept in it, or a
  * Concat's inputs inside its output), the arena stays close to the sum-of-live-bytes lower bound
  * on the real-model fixtures, and in-place reuse shrinks the arena without changing any output. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fusion/engine.h"
 #include "ir/model.h"
+#include "onnx_build.h"
 #include "runtime/executor.h"
 #include "runtime/memory_plan.h"
 #include "runtime/plan.h"
@@ -333,6 +335,68 @@ AF_TEST(memory_plan_places_slices_inside_their_input) {
     check_same_output(g, &plan, &lt, &within, &apart, dir);
     af_memory_plan_free(&within);
     af_memory_plan_free(&apart);
+    af_lifetimes_free(&lt);
+    af_exec_plan_free(&plan);
+    af_model_free(m);
+}
+
+/* A Dropout without its mask (inference: the identity) keeps its input's slot, as Reshape does: in
+ * Relu -> Dropout (mask named, read by nothing) -> Relu -> Exp the Dropout's output shares the
+ * first Relu's offset, and the model's output is exp(relu(x)) on the arena's bytes. */
+AF_TEST(memory_plan_keeps_a_maskless_dropout_in_its_input) {
+    ob_model *b = ob_new(13);
+    const char *x = ob_input(b, 2, (int64_t[]){4, 40});
+    const char *r = ob_node1(b, "Relu", x);
+    ob_node1(b, "Dropout", r);
+    const char *outs[2];
+    ob_node_outputs(b, 2, 0, outs);
+    ob_output(b, ob_node1(b, "Exp", ob_node1(b, "Relu", outs[0])));
+    af_error err = {0};
+    af_model *m = ob_load(b, &err);
+    ob_free(b);
+    CHECK(m != NULL);
+    if (!m) return;
+    const af_graph *g = m->graph;
+    af_exec_plan plan;
+    const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
+    CHECK(af_exec_plan_unfused(g, &kernels, false, NULL, &plan, &err) == AF_OK);
+    af_lifetimes lt;
+    CHECK(af_lifetimes_compute(g, &plan, &lt, &err) == AF_OK);
+    af_memory_plan mp;
+    CHECK(af_memory_plan_build(g, &lt, &mp, &err) == AF_OK);
+    int dropouts = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const af_node *n = &g->nodes[i];
+        if (n->op != AF_OP_DROPOUT) continue;
+        dropouts++;
+        CHECK_EQ_INT(lt.alias[n->outputs[0]], n->inputs[0]);
+        CHECK(mp.offset[n->outputs[0]] >= 0);
+        CHECK_EQ_INT(mp.offset[n->outputs[0]], mp.offset[n->inputs[0]]);
+    }
+    CHECK_EQ_INT(dropouts, 1);
+    float xd[160];
+    for (int i = 0; i < 160; i++) xd[i] = (float)((i * 7) % 23) / 8.0f - 1.5f;
+    af_exec e;
+    uint8_t *arena = af_malloc_aligned(mp.arena_bytes);
+    CHECK(af_exec_init(&e, g, NULL, &err) == AF_OK);
+    e.plan = &plan, e.lifetimes = &lt, e.memory = &mp, e.arena = arena;
+    e.env[g->inputs[0]] = (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 2, .dims = {4, 40}, .data = xd,
+                                      .nbytes = sizeof xd};
+    af_tensor y = {0};
+    CHECK(af_exec_run(&e, &err) == AF_OK);
+    CHECK(af_exec_take(&e, g->outputs[0], &y, &err) == AF_OK);
+    e.env[g->inputs[0]].data = NULL; /* the caller's */
+    int off = 0;
+    for (int i = 0; y.data && i < 160; i++) {
+        const float want = expf(xd[i] > 0 ? xd[i] : 0);
+        off += fabsf(((float *)y.data)[i] - want) > 1e-6f * want;
+    }
+    CHECK(y.data != NULL);
+    CHECK_EQ_INT(off, 0);
+    af_tensor_free_data(&y);
+    af_exec_release(&e);
+    af_free_aligned(arena);
+    af_memory_plan_free(&mp);
     af_lifetimes_free(&lt);
     af_exec_plan_free(&plan);
     af_model_free(m);
