@@ -189,6 +189,37 @@ static void slice_within(const af_graph *g, af_lifetimes *lt, const bool *aliase
     lt->within_offset[v] = off;
 }
 
+/* For step i covering Gather node n alone: whether its output is one run of its input's bytes (one
+ * constant index along an axis with every axis before it of size 1: Swin's q, k, v = qkv[0],
+ * qkv[1], qkv[2]), starting on a 64-byte boundary, and if so marks it in lt->within, as
+ * slice_within does. */
+static void gather_within(const af_graph *g, af_lifetimes *lt, const bool *aliased, const af_node *n, int i) {
+    if (n->op != AF_OP_GATHER || n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs != 2 || n->inputs[0] < 0)
+        return;
+    const int x = n->inputs[0], v = n->outputs[0];
+    const af_tensor *xt = &g->values[x].t;
+    if (x == v || !arena_candidate(g, x) || !arena_candidate(g, v) || aliased[x] || aliased[v] || lt->alias[v] >= 0 ||
+        lt->within[v] >= 0 || lt->first[x] < 0 || lt->first[x] >= i || xt->rank < 1)
+        return;
+    const af_value *iv = af_graph_const_value(g, n->inputs[1]);
+    int64_t idx;
+    if (!iv || iv->t.rank > 1 || !af_graph_const_i64(g, n->inputs[1], &idx)) return;
+    int64_t axis = af_node_attr_int(n, "axis", 0);
+    if (axis < 0) axis += xt->rank;
+    if (axis < 0 || axis >= xt->rank || xt->dims[axis] <= 0) return;
+    if (idx < 0) idx += xt->dims[axis];
+    if (idx < 0 || idx >= xt->dims[axis]) return;
+    int64_t inner = 1;
+    for (int d = 0; d < axis; d++)
+        if (xt->dims[d] != 1) return;
+    for (int d = (int)axis + 1; d < xt->rank; d++) inner *= xt->dims[d];
+    if (af_tensor_numel(&g->values[v].t) != inner) return;
+    const int64_t off = idx * inner * 4; /* float32 (arena_candidate) */
+    if (off % 64 != 0) return;
+    lt->within[v] = x;
+    lt->within_offset[v] = off;
+}
+
 af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_lifetimes *lt, af_error *err) {
     memset(lt, 0, sizeof *lt);
     int n_steps = plan ? plan->n_steps : g->n_nodes;
@@ -238,6 +269,7 @@ af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_l
         if (s && (s->output >= 0 || s->n_nodes != 1 || s->kernel_node)) continue;
         concat_within(g, lt, aliased, &g->nodes[s ? s->anchor : i], i);
         slice_within(g, lt, aliased, &g->nodes[s ? s->anchor : i], i);
+        gather_within(g, lt, aliased, &g->nodes[s ? s->anchor : i], i);
     }
     af_free(aliased);
     af_free(buf);

@@ -22,7 +22,9 @@
  * on a 64-byte boundary. Their producers write the output's parts, and the Concat copies nothing.
  * Likewise an unfused Slice whose output is one run of its input's bytes (step 1 along one axis,
  * every axis before it of size 1, every axis after it whole: ShuffleNet's channel split) lives
- * inside its input's slot, which then lives as long as the output, and the Slice copies nothing.
+ * inside its input's slot, which then lives as long as the output, and the Slice copies nothing;
+ * so does a Gather of one constant index along an axis with every axis before it of size 1
+ * (Swin's q, k, v = qkv[0], qkv[1], qkv[2]).
  * A value inside another takes the offset of the one holding it plus its own offset there, after
  * the holder's in-place chain is resolved.
  *

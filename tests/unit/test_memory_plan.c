@@ -401,3 +401,75 @@ AF_TEST(memory_plan_keeps_a_maskless_dropout_in_its_input) {
     af_exec_plan_free(&plan);
     af_model_free(m);
 }
+
+/* A Gather of one constant index along the outermost axis (Swin's q, k, v = qkv[0], qkv[1],
+ * qkv[2]) reads its run where the input has it: Relu -> Gather(1), Gather(-1) -> Transpose ->
+ * Sub; both Gathers lie inside the Relu's output at their runs, and the output is r[1]^T - r[2]^T
+ * computed on the arena's bytes. */
+AF_TEST(memory_plan_places_a_gathered_run_inside_its_input) {
+    ob_model *b = ob_new(13);
+    const char *x = ob_input(b, 3, (int64_t[]){3, 4, 16});
+    const char *r = ob_node1(b, "Relu", x);
+    const char *g1 = ob_node(b, "Gather", 2, (const char *[]){r, ob_const_i64(b, 0, NULL, (int64_t[]){1})});
+    const char *g2 = ob_node(b, "Gather", 2, (const char *[]){r, ob_const_i64(b, 0, NULL, (int64_t[]){-1})});
+    /* Read through Transposes: an elementwise op would write over a Gather's output in place,
+     * which keeps it out of its input. */
+    const char *t1 = ob_node1(b, "Transpose", g1);
+    ob_attr_ints(b, "perm", 2, (int64_t[]){1, 0});
+    const char *t2 = ob_node1(b, "Transpose", g2);
+    ob_attr_ints(b, "perm", 2, (int64_t[]){1, 0});
+    ob_output(b, ob_node(b, "Sub", 2, (const char *[]){t1, t2}));
+    af_error err = {0};
+    af_model *m = ob_load(b, &err);
+    ob_free(b);
+    CHECK(m != NULL);
+    if (!m) return;
+    const af_graph *g = m->graph;
+    af_exec_plan plan;
+    const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
+    CHECK(af_exec_plan_unfused(g, &kernels, false, NULL, &plan, &err) == AF_OK);
+    af_lifetimes lt;
+    CHECK(af_lifetimes_compute(g, &plan, &lt, &err) == AF_OK);
+    af_memory_plan mp;
+    CHECK(af_memory_plan_build(g, &lt, &mp, &err) == AF_OK);
+    int gathers = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const af_node *n = &g->nodes[i];
+        if (n->op != AF_OP_GATHER) continue;
+        int64_t k = -9;
+        CHECK(af_graph_const_i64(g, n->inputs[1], &k));
+        if (k < 0) k += 3;
+        gathers++;
+        CHECK_EQ_INT(lt.within[n->outputs[0]], n->inputs[0]);
+        CHECK_EQ_INT(mp.offset[n->outputs[0]], mp.offset[n->inputs[0]] + k * 64 * 4);
+    }
+    CHECK_EQ_INT(gathers, 2);
+    CHECK_EQ_INT(count_overlaps(g, &mp, &lt), 0);
+    float xd[192];
+    for (int i = 0; i < 192; i++) xd[i] = (float)((i * 7) % 23) / 8.0f - 1.5f;
+    af_exec e;
+    uint8_t *arena = af_malloc_aligned(mp.arena_bytes);
+    CHECK(af_exec_init(&e, g, NULL, &err) == AF_OK);
+    e.plan = &plan, e.lifetimes = &lt, e.memory = &mp, e.arena = arena;
+    e.env[g->inputs[0]] = (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 3, .dims = {3, 4, 16}, .data = xd,
+                                      .nbytes = sizeof xd};
+    af_tensor y = {0};
+    CHECK(af_exec_run(&e, &err) == AF_OK);
+    CHECK(af_exec_take(&e, g->outputs[0], &y, &err) == AF_OK);
+    e.env[g->inputs[0]].data = NULL;
+    int off = 0;
+    for (int i = 0; y.data && i < 64; i++) { /* y[c][r] = relu(x[1][r][c]) - relu(x[2][r][c]) */
+        const int src = (i % 4) * 16 + i / 4;
+        const float a = xd[64 + src] > 0 ? xd[64 + src] : 0, c = xd[128 + src] > 0 ? xd[128 + src] : 0;
+        off += ((float *)y.data)[i] != a - c;
+    }
+    CHECK(y.data != NULL && y.rank == 2 && y.dims[0] == 16);
+    CHECK_EQ_INT(off, 0);
+    af_tensor_free_data(&y);
+    af_exec_release(&e);
+    af_free_aligned(arena);
+    af_memory_plan_free(&mp);
+    af_lifetimes_free(&lt);
+    af_exec_plan_free(&plan);
+    af_model_free(m);
+}

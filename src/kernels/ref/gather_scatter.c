@@ -42,7 +42,8 @@ af_status af_ref_GATHER(af_op_ctx *c) {
         for (int64_t j = 0; j < nidx; j++, o += inner) {
             int64_t k;
             if ((st = index_at(c, idx, j, n, &k))) return st;
-            if (inner) memcpy(o, (const char *)x->data + (size_t)(a * n + k) * inner, inner);
+            const char *src = (const char *)x->data + (size_t)(a * n + k) * inner;
+            if (inner && src != o) memcpy(o, src, inner); /* equal: planned inside x (memory_plan.h) */
         }
     }
     return AF_OK;
