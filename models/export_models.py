@@ -413,6 +413,7 @@ ARCHS = {
     "resnet_small": "torchvision ResNet, Bottleneck [1,2,1,1], widths/4, 100 classes, 1x3x112x112",
     "squeezenet_small": "torchvision squeezenet1_1, 100 classes, 1x3x112x112 (Concat of fire modules)",
     "shufflenet_small": "torchvision shufflenet_v2_x0_5, 100 classes, 1x3x112x112 (channel split and shuffle)",
+    "vit_tiny": "torchvision VisionTransformer, 32x32 image, patch 8, 2 layers, 2 heads, hidden 64, MLP 128, 10 classes",
     "bert_tiny": "BERT (2L, H128, 2 heads, FF512, vocab 1000), seq 32",
     "loop_refine": "scripted loop h = relu(h W + b) + h, run-time trip count, dim 64, 2x8x64",
     "lstm_small": "2-layer bidirectional LSTM (input 16, hidden 32, batch first) + linear head, 2x12x16",
@@ -492,6 +493,15 @@ def build(arch, seed):
             shape = (1, 3, 112, 112)
             model = SmallResNet([1, 2, 1, 1], div=4, num_classes=100)
             _randomize_cnn(model, shape[1:])
+            spec = _cnn_spec(shape)
+        elif arch == "vit_tiny":
+            shape = (1, 3, 32, 32)
+            model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                         hidden_dim=64, mlp_dim=128, num_classes=10)
+            with torch.no_grad():  # the head starts at zero: its output would be its bias alone
+                model.heads.head.weight.normal_(0.0, 0.02)
+                model.heads.head.bias.uniform_(-0.1, 0.1)
+            model.eval()
             spec = _cnn_spec(shape)
         elif arch == "shufflenet_small":
             shape = (1, 3, 112, 112)
@@ -577,7 +587,7 @@ def export(arch, out_dir, opset, seed, dynamic, keep_bn=False, data_dims=None):
     t1 = time.time()
     # Under no_grad, torch 1.13's nn.MultiheadAttention (torchvision's ViT) takes its fused fast
     # path, which does not export; with autograd on it runs the plain ops.
-    grad = contextlib.nullcontext() if arch.startswith("tv:") else torch.no_grad()
+    grad = contextlib.nullcontext() if arch.startswith("tv:") or arch == "vit_tiny" else torch.no_grad()
     with grad, warnings.catch_warnings():
         # PRESERVE + constant folding warns about training-mode exports; the
         # model is in eval() so folding cannot change any parameter here.

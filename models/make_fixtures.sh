@@ -43,6 +43,7 @@ SMALL=(
   "resnet_small_bn_op11|--model resnet_small --keep-bn --opset 11|"
   "squeezenet_small|--model squeezenet_small|"
   "shufflenet_small|--model shufflenet_small|"
+  "vit_tiny|--model vit_tiny|"
   "bert_tiny|--model bert_tiny|"
   "bert_tiny_op11|--model bert_tiny --opset 11|"
   "bert_tiny_dynamic|--model bert_tiny --dynamic-batch --data-dim batch=1 --data-dim sequence=16|"

@@ -221,7 +221,7 @@ AF_TEST(pattern_builtin_rules_load) {
     af_error err = {0};
     CHECK(af_rules_builtin(&rs, &err) == AF_OK);
     if (!rs) return;
-    CHECK_EQ_INT(af_rules_count(rs), 27);
+    CHECK_EQ_INT(af_rules_count(rs), 28);
     const char *want[] = {"conv_bn_act", "conv_relu6", "conv_silu", "conv_hardswish_hardsigmoid",
                           "conv_hardswish_clip", "conv_residual", "conv_silu_residual", "squeeze_excite",
                           "squeeze_excite_silu",
@@ -229,7 +229,8 @@ AF_TEST(pattern_builtin_rules_load) {
                           "pointwise_depthwise_relu6", "cv_elementwise_chain",
                           "matmul_bias_act", "matmul_bias_gelu_erf", "matmul_bias_gelu_tanh", "residual_layernorm",
                           "layernorm_decomposed", "bert_self_attention_qkv", "bert_self_attention_qkv_heads",
-                          "bert_self_attention", "bert_self_attention_heads", "nlp_elementwise_chain"};
+                          "bert_self_attention", "bert_self_attention_heads", "mha_packed_self_attention",
+                          "nlp_elementwise_chain"};
     for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
         bool found = false;
         for (int i = 0; i < af_rules_count(rs); i++) found = found || !strcmp(af_rules_name(rs, i), want[w]);
@@ -392,6 +393,30 @@ static void check_attention_qkv(const af_graph *g, const af_fusion_candidates *c
         CHECK_EQ_INT(shared, 3);
     }
     CHECK_EQ_INT(n, want);
+}
+
+/* torchvision's ViT (vit_tiny: 2 layers, nn.MultiheadAttention exported with its packed input
+ * projection): each layer's self-attention is one candidate of mha_packed_self_attention, 16 nodes
+ * (MatMul, Add, 3 Slices, 3 Reshapes, 3 Transposes, the Div on Q, Q.K^T, Softmax, P.V, the merging
+ * Transpose) and the Reshape to [S*B, E]; no BERT form matches. */
+AF_TEST(pattern_fixture_vit_tiny) {
+    const expect want[] = {{"mha_packed_self_attention", 2, 0}, {"bert_self_attention", 0, 0},
+                           {"bert_self_attention_qkv", 0, 0},   {"matmul_bias_act", 6, 0},
+                           {"matmul_bias_gelu_erf", 2, 0},      {"residual_layernorm", 1, 4},
+                           {"cv_elementwise_chain", 4, 2}};
+    check_fixture("vit_tiny", want, 7, 21);
+    af_model *m = load(af_test_dir(), "vit_tiny");
+    if (!m) return;
+    af_fusion_candidates cs = {0};
+    find(m->graph, &cs);
+    for (int i = 0; i < cs.n; i++)
+        if (!strcmp(cs.items[i].rule, "mha_packed_self_attention")) {
+            CHECK_EQ_INT(cs.items[i].n_nodes, 17);
+            CHECK_EQ_INT(count_op_in(m->graph, &cs.items[i], AF_OP_SLICE), 3);
+            CHECK_EQ_INT(count_op_in(m->graph, &cs.items[i], AF_OP_SOFTMAX), 1);
+        }
+    af_fusion_candidates_free(&cs);
+    af_model_free(m);
 }
 
 AF_TEST(pattern_fixture_bert_tiny) {
@@ -675,7 +700,7 @@ AF_TEST(pattern_extra_rules_from_config) {
     af_rule_set *rs = NULL;
     af_error err = {0};
     CHECK(af_rules_from_config(&cfg, &rs, &err) == AF_OK);
-    CHECK_EQ_INT(af_rules_count(rs), 28);
+    CHECK_EQ_INT(af_rules_count(rs), 29);
     af_rules_free(rs);
     af_fusion_candidates cs = {0};
     CHECK(af_pattern_find(g, NULL, &cfg, &cs, &err) == AF_OK); /* NULL: built-in + cfg's files */

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusion/config.h"
+#include "fusion/pattern/pattern.h"
 #include "fusion/sched/sched.h"
 #include "ir/model.h"
 #include "runtime/executor.h"
@@ -206,6 +208,55 @@ AF_TEST(sched_fused_attention_matches_unfused_on_bert) {
         af_fusion_candidates_free(&cs);
         af_model_free(m);
     }
+}
+
+/* nn.MultiheadAttention as torchvision's ViT exports it (vit_tiny): the built-in rule's candidates,
+ * one per layer, become fused attention steps that run the packed input projection's GEMM and the
+ * attention kernel on its [S, B, 3E] rows; the model's output matches the unfused plan's. */
+AF_TEST(sched_fused_attention_matches_unfused_on_vit) {
+    char dir[1024], path[1100];
+    snprintf(dir, sizeof dir, "%s/models/vit_tiny", af_test_dir());
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    af_model *m = NULL;
+    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
+    if (!m) return;
+    const af_graph *g = m->graph;
+    af_fusion_config cfg;
+    af_fusion_config_default(&cfg);
+    af_fusion_candidates all = {0}, cs = {0};
+    CHECK(af_pattern_find(g, NULL, &cfg, &all, NULL) == AF_OK);
+    for (int i = 0; i < all.n; i++) {
+        if (strcmp(all.items[i].rule, "mha_packed_self_attention")) continue;
+        af_fusion_candidate c = all.items[i];
+        c.accepted = true;
+        CHECK(af_fusion_candidates_push(&cs, &c, NULL) == AF_OK);
+    }
+    CHECK_EQ_INT(cs.n, 2); /* two layers */
+    af_sched_options o = {.kernels = {.isa = af_cpu_isa(), .n_threads = 2}, .fusion_level = 3};
+    af_exec_plan fused, plain;
+    CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
+    CHECK(af_exec_plan_unfused(g, &o.kernels, false, NULL, &plain, NULL) == AF_OK);
+    int attention_steps = 0;
+    for (int k = 0; k < cs.n; k++) {
+        CHECK(cs.items[k].accepted);
+        if (!cs.items[k].accepted) printf("  vit_tiny: %s\n", cs.items[k].reason);
+    }
+    for (int k = 0; k < fused.n_steps; k++)
+        attention_steps += fused.steps[k].kernel.name && strstr(fused.steps[k].kernel.name, "attention") != NULL;
+    CHECK_EQ_INT(attention_steps, 2);
+    af_tensor a = {0}, b = {0};
+    CHECK(run_plan(g, &fused, dir, &a) == AF_OK);
+    CHECK(run_plan(g, &plain, dir, &b) == AF_OK);
+    CHECK(af_tensor_same_shape(&a, &b));
+    CHECK_EQ_INT(af_test_count_beyond(&a, &b, 1e-4, 1e-5), 0);
+    printf("  vit_tiny: %d attention steps, %d steps instead of %d\n", attention_steps, fused.n_steps, plain.n_steps);
+    af_tensor_free_data(&a);
+    af_tensor_free_data(&b);
+    af_exec_plan_free(&fused);
+    af_exec_plan_free(&plain);
+    af_fusion_candidates_free(&cs);
+    af_fusion_candidates_free(&all);
+    af_model_free(m);
 }
 
 /* A run-time head split proves the layout only in its exported form: with the Concat's first

@@ -9,11 +9,19 @@
  * [K, 3 H D] operand and runs a single GEMM X [Wq Wk Wv] + [bq bk bv] into its scratch, which the
  * kernel reads with a row stride of 3 H D: one packing of X, one pass of the thread pool, and Q,
  * K and V never reach memory.
+ *
+ * nn.MultiheadAttention's export (torchvision's ViT; rule mha_packed_self_attention) comes with
+ * its input projection already packed: X [S, B, E] by W [E, 3E] + b, then three Slices of the
+ * last axis, each Reshape [S, B*H, D] and Transpose to heads, Q scaled before Q.K^T. The step
+ * packs W as it is and the kernel reads Q, K and V at their slices' offsets in the GEMM's
+ * [S, B, 3E] rows (batch stride 3E, row stride 3BE), and writes ctx as [S, B, E].
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "fusion/sched/sched.h"
+#include "ir/op_ctx.h"
+#include "ir/shape/movement.h"
 #include "kernels/epilogue.h"
 #include "kernels/fast/attention.h"
 #include "kernels/gemm/gemm.h"
@@ -29,6 +37,8 @@ typedef struct attention_state {
     af_gemm_packed *qkv_w; /* [K, 3 H D]: Wq, Wk, Wv side by side */
     float *qkv_b;          /* [3 H D] */
     int64_t qkv_k;
+    int64_t qkv_off[3];    /* where Q, K and V start in a row of the GEMM's output */
+    bool seq_first;        /* X is [S, B, K] (nn.MultiheadAttention), not [B, S, K] */
 } attention_state;
 
 static void attention_free(void *p) {
@@ -208,9 +218,17 @@ static size_t qkv_bytes(const attention_state *s, int64_t rows) {
     return round64((size_t)(rows * 3 * s->heads * s->head_dim) * sizeof(float));
 }
 
-/* d (sizes set) reads Q, K and V from the projections' [B, S, 3 H D] rows. */
-static void qkv_layout(af_attention_desc *d) {
+/* d (sizes set) reads Q, K and V from the projections' [B, S, 3 H D] rows, or [S, B, 3 H D] ones
+ * (seq_first: ctx written as [S, B, H D] too). */
+static void qkv_layout(const attention_state *s, af_attention_desc *d) {
     const int64_t hd = d->heads * d->head_dim;
+    if (s->seq_first) {
+        d->q_row_stride = d->k_row_stride = d->v_row_stride = d->batch * 3 * hd;
+        d->q_batch_stride = d->k_batch_stride = d->v_batch_stride = 3 * hd;
+        d->out_row_stride = d->batch * hd;
+        d->out_batch_stride = hd;
+        return;
+    }
     d->q_row_stride = d->k_row_stride = d->v_row_stride = 3 * hd;
     d->q_batch_stride = d->k_batch_stride = d->v_batch_stride = d->seq_q * 3 * hd;
 }
@@ -254,8 +272,9 @@ static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilog
         if (x->rank != 3 || x->dims[2] != s->qkv_k || af_tensor_numel(out) != x->dims[0] * x->dims[1] * hd)
             return af_ctx_fail(c, AF_ERR_RUNTIME, "attention input does not have the planned [B, S, %lld] layout",
                                (long long)s->qkv_k);
-        d = af_attention_desc_packed(x->dims[0], x->dims[1], x->dims[1], s->heads, s->head_dim);
-        qkv_layout(&d);
+        const int64_t batch = x->dims[s->seq_first ? 1 : 0], seq = x->dims[s->seq_first ? 0 : 1];
+        d = af_attention_desc_packed(batch, seq, seq, s->heads, s->head_dim);
+        qkv_layout(s, &d);
     } else {
         const af_tensor *q = af_ctx_input(c, 0), *kt = af_ctx_input(c, 1), *v = af_ctx_input(c, 2);
         if (q->rank != 3 || q->dims[2] != hd || !af_tensor_same_shape(q, kt) || !af_tensor_same_shape(q, v) ||
@@ -291,9 +310,9 @@ static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilog
     if (x) {
         float *qkv = (float *)ws;
         const size_t head = qkv_bytes(s, d.batch * d.seq_q);
-        d.q = qkv;
-        d.k = qkv + hd;
-        d.v = qkv + 2 * hd;
+        d.q = qkv + s->qkv_off[0];
+        d.k = qkv + s->qkv_off[1];
+        d.v = qkv + s->qkv_off[2];
         ws += head;
         ws_size -= head;
         af_status st = run_projections(s, x, qkv, ws, ws_size, pool);
@@ -307,6 +326,132 @@ static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilog
     af_status st = af_attention_run(&d, pool);
     af_free_aligned(own);
     return st == AF_OK ? AF_OK : af_ctx_fail(c, st, "fused attention failed");
+}
+
+static bool perm3_is(const af_node *t, const int64_t *want) {
+    const int64_t *p;
+    if (!t || t->op != AF_OP_TRANSPOSE || af_node_attr_ints(t, "perm", &p) != 3) return false;
+    return p[0] == want[0] && p[1] == want[1] && p[2] == want[2];
+}
+
+/* nn.MultiheadAttention's form (see the top of this file), read from the group. */
+typedef struct mha_form {
+    inner_proj p;         /* X [S, B, E] by W [E, 3E] + b */
+    int64_t heads, head_dim;
+    int64_t off[3];       /* where Q, K and V start in a row of X W + b */
+    float scale;          /* Q's Div or Mul */
+} mha_form;
+
+/* One of Q, K and V: Transpose(perm) <- Reshape [S, B*H, D] <- a step-1 Slice of the last axis of
+ * the static [S, B, 3E] projection, E = H D wide. Sets the projection's value, the slice's start,
+ * H and D. */
+static bool mha_head(const af_graph *g, const af_fusion_candidate *c, int v, const int64_t *perm, int *proj,
+                     int64_t *off, int64_t *heads, int64_t *head_dim) {
+    const af_node *t = af_group_producer(g, c, v);
+    if (!perm3_is(t, perm)) return false;
+    const af_node *r = af_group_producer(g, c, t->inputs[0]);
+    const af_node *sl = r && r->op == AF_OP_RESHAPE ? af_group_producer(g, c, r->inputs[0]) : NULL;
+    if (!sl || sl->op != AF_OP_SLICE || sl->n_inputs < 3 || sl->n_inputs > 5 || sl->inputs[0] < 0) return false;
+    const af_tensor *xt = &g->values[sl->inputs[0]].t, *rt = &g->values[r->outputs[0]].t;
+    if (xt->rank != 3 || rt->rank != 3 || !af_tensor_shape_known(xt) || !af_tensor_shape_known(rt)) return false;
+    const af_tensor *ins[5] = {NULL};
+    for (int k = 0; k < sl->n_inputs; k++) ins[k] = sl->inputs[k] >= 0 ? &g->values[sl->inputs[k]].t : NULL;
+    af_op_ctx ctx = {.node = sl, .graph = g, .opset = g->opset, .n_inputs = sl->n_inputs, .inputs = ins};
+    af_movement_slice sp;
+    if (!af_movement_slice_known(&ctx) || af_movement_slice_params(&ctx, xt, &sp) != AF_OK) return false;
+    for (int d = 0; d < 2; d++)
+        if (sp.start[d] != 0 || sp.len[d] != xt->dims[d] || (sp.step[d] != 1 && xt->dims[d] > 1)) return false;
+    const int64_t S = xt->dims[0], B = xt->dims[1], E = sp.len[2];
+    if (sp.step[2] != 1 || E <= 0 || B <= 0 || rt->dims[0] != S || rt->dims[1] % B != 0 ||
+        rt->dims[1] / B * rt->dims[2] != E)
+        return false;
+    *proj = sl->inputs[0];
+    *off = sp.start[2];
+    *heads = rt->dims[1] / B;
+    *head_dim = rt->dims[2];
+    return true;
+}
+
+/* Whether Q.K^T (qk) and P.V (pv) read nn.MultiheadAttention's form; its parts in *f. */
+static bool mha_packed(const af_graph *g, const af_fusion_candidate *c, const af_node *qk, const af_node *pv,
+                       mha_form *f) {
+    static const int64_t to_heads[3] = {1, 0, 2}, to_keys[3] = {1, 2, 0};
+    const af_node *sc = af_group_producer(g, c, qk->inputs[0]);
+    if (!sc || (sc->op != AF_OP_DIV && sc->op != AF_OP_MUL) || sc->n_inputs != 2 || !scalar_const(g, sc->inputs[1]))
+        return false;
+    const float k = *scalar_const(g, sc->inputs[1]);
+    f->scale = sc->op == AF_OP_DIV ? 1.0f / k : k;
+    int proj[3];
+    int64_t h[3], d[3];
+    if (!mha_head(g, c, sc->inputs[0], to_heads, &proj[0], &f->off[0], &h[0], &d[0]) ||
+        !mha_head(g, c, qk->inputs[1], to_keys, &proj[1], &f->off[1], &h[1], &d[1]) ||
+        !mha_head(g, c, pv->inputs[1], to_heads, &proj[2], &f->off[2], &h[2], &d[2]))
+        return false;
+    for (int i = 1; i < 3; i++)
+        if (proj[i] != proj[0] || h[i] != h[0] || d[i] != d[0]) return false;
+    if (!inner_projection(g, c, proj[0], &f->p) || f->p.n != 3 * h[0] * d[0]) return false;
+    for (int i = 0; i < 3; i++)
+        if (f->off[i] + h[0] * d[0] > f->p.n) return false;
+    f->heads = h[0];
+    f->head_dim = d[0];
+    return true;
+}
+
+/* The fused step of nn.MultiheadAttention's form (mha_packed): the packed projection's GEMM into
+ * the scratch, then the attention kernel over its [S, B, 3E] rows. */
+static bool build_mha(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                      const af_node *sm, const af_node *pv, const mha_form *f, char *why, size_t why_size) {
+    static const int64_t to_tokens[3] = {1, 0, 2};
+    const af_node *t = af_group_consumer(g, c, pv->outputs[0]);
+    const af_node *r = perm3_is(t, to_tokens) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
+    const bool ends = perm3_is(t, to_tokens) && (r ? r->op == AF_OP_RESHAPE && r->outputs[0] == c->output
+                                                   : t->outputs[0] == c->output);
+    const af_tensor *xt = &g->values[f->p.x].t;
+    const int64_t S = xt->dims[0], B = xt->dims[1], E = f->heads * f->head_dim;
+    if (!ends || !af_tensor_shape_known(xt) || af_tensor_numel(&g->values[c->output].t) != S * B * E) {
+        snprintf(why, why_size, "the group does not end at the heads merged to [S, B, E]");
+        return false;
+    }
+    /* MatMul, Add, three Slices, Reshapes and Transposes, the scale, Q.K^T, Softmax, P.V, the
+     * merging Transpose and Reshape: nothing else. */
+    if (c->n_nodes != 16 + (r != NULL)) {
+        snprintf(why, why_size, "the group holds nodes besides the self-attention block");
+        return false;
+    }
+    attention_state *st = af_calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(why, why_size, "out of memory");
+        return false;
+    }
+    *st = (attention_state){.isa = o->kernels.isa, .heads = f->heads, .head_dim = f->head_dim, .scale = f->scale,
+                            .n_threads = o->kernels.n_threads, .qkv_k = f->p.k,
+                            .qkv_off = {f->off[0], f->off[1], f->off[2]}, .seq_first = true};
+    st->qkv_b = af_malloc((size_t)f->p.n * sizeof *st->qkv_b);
+    if (st->qkv_b) memcpy(st->qkv_b, f->p.bd, (size_t)f->p.n * sizeof *st->qkv_b);
+    const int ins[1] = {f->p.x};
+    af_node *kn = NULL;
+    if (!st->qkv_b ||
+        af_gemm_pack_b_for_rows(o->kernels.isa, S * B, 1, f->p.k, f->p.n, f->p.wd, f->p.n, false, 0, &st->qkv_w) !=
+            AF_OK ||
+        !(kn = af_sched_kernel_node(sm, "Softmax", ins, 1, c->output))) {
+        attention_free(st);
+        snprintf(why, why_size, "out of memory packing the projection");
+        return false;
+    }
+    s->kernel_node = kn;
+    af_attention_desc d = af_attention_desc_packed(B, S, S, f->heads, f->head_dim);
+    d.isa = o->kernels.isa;
+    qkv_layout(st, &d);
+    const int n_threads = o->kernels.n_threads > 0 ? o->kernels.n_threads : 1;
+    s->kernel = (af_kernel){.name = af_attention_qkv_name(&d),
+                            .state = st,
+                            .run = attention_run,
+                            .free_state = attention_free,
+                            .workspace_bytes = qkv_scratch(st, &d, B * S, n_threads),
+                            .weight_bytes = af_gemm_packed_bytes(st->qkv_w) + (size_t)f->p.n * sizeof(float)};
+    af_step_hold(s, f->p.w);
+    af_step_hold(s, f->p.b);
+    return true;
 }
 
 bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
@@ -349,6 +494,10 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     int vv = pv && pv->op == AF_OP_MAT_MUL && pv->inputs[0] == sm->outputs[0]
                  ? projection(g, c, pv->inputs[1], to_heads, &hv, &dv)
                  : -1;
+    mha_form mf;
+    if (qk && qv < 0 && n_scale == 0 && mask < 0 && pv && pv->op == AF_OP_MAT_MUL && pv->inputs[0] == sm->outputs[0] &&
+        mha_packed(g, c, qk, pv, &mf))
+        return build_mha(g, c, o, s, sm, pv, &mf, why, why_size);
     /* The block ends at the merging Transpose or at the Reshape after it: either way the output
      * holds [B,S,H,D] in the [B,S,H*D] layout the kernel writes. */
     const af_node *t = pv ? af_group_consumer(g, c, pv->outputs[0]) : NULL;
@@ -387,7 +536,7 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
         return false;
     }
     *st = (attention_state){.isa = o->kernels.isa, .heads = hq, .head_dim = dq, .scale = scale, .has_mask = mask >= 0,
-                            .n_threads = o->kernels.n_threads};
+                            .n_threads = o->kernels.n_threads, .qkv_off = {0, hq * dq, 2 * hq * dq}};
     const af_tensor *qt = &g->values[qv].t;
     const int64_t batch = qt->dims[0] > 0 ? qt->dims[0] : 1, seq = qt->dims[1] > 0 ? qt->dims[1] : 1;
     if (n_inner && !pack_qkv(p, o->kernels.isa, qt->dims[0] > 0 && qt->dims[1] > 0 ? batch * seq : 0, st)) {
@@ -409,7 +558,7 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     af_attention_desc d = af_attention_desc_packed(batch, seq, seq, hq, dq);
     d.isa = o->kernels.isa;
     const int n_threads = o->kernels.n_threads > 0 ? o->kernels.n_threads : 1;
-    if (n_inner) qkv_layout(&d); /* the attention kernel's scratch reads the projections' rows */
+    if (n_inner) qkv_layout(st, &d); /* the attention kernel's scratch reads the projections' rows */
     s->kernel = (af_kernel){.name = n_inner ? af_attention_qkv_name(&d) : af_attention_name(&d),
                             .state = st,
                             .run = attention_run,
