@@ -340,6 +340,48 @@ AF_TEST(memory_plan_places_slices_inside_their_input) {
     af_model_free(m);
 }
 
+/* A model's unfused plan with its lifetimes and memory plan, and a run of it on that plan's arena:
+ * the small models built below. */
+typedef struct planned {
+    af_exec_plan plan;
+    af_lifetimes lt;
+    af_memory_plan mp;
+} planned;
+
+static bool plan_unfused(const af_graph *g, planned *p) {
+    af_error err = {0};
+    const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
+    memset(p, 0, sizeof *p);
+    return af_exec_plan_unfused(g, &kernels, false, NULL, &p->plan, &err) == AF_OK &&
+           af_lifetimes_compute(g, &p->plan, &p->lt, &err) == AF_OK &&
+           af_memory_plan_build(g, &p->lt, &p->mp, &err) == AF_OK;
+}
+
+static void planned_free(planned *p) {
+    af_memory_plan_free(&p->mp);
+    af_lifetimes_free(&p->lt);
+    af_exec_plan_free(&p->plan);
+}
+
+/* Output 0 of g for its one input x (the caller's bytes), computed on p's arena, into *y. */
+static bool run_on_arena(const af_graph *g, const planned *p, af_tensor x, af_tensor *y) {
+    af_error err = {0};
+    af_exec e;
+    uint8_t *arena = af_malloc_aligned(p->mp.arena_bytes);
+    bool ok = arena && af_exec_init(&e, g, NULL, &err) == AF_OK;
+    if (!ok) {
+        af_free_aligned(arena);
+        return false;
+    }
+    e.plan = &p->plan, e.lifetimes = &p->lt, e.memory = &p->mp, e.arena = arena;
+    e.env[g->inputs[0]] = x;
+    ok = af_exec_run(&e, &err) == AF_OK && af_exec_take(&e, g->outputs[0], y, &err) == AF_OK;
+    e.env[g->inputs[0]].data = NULL; /* the caller's */
+    af_exec_release(&e);
+    af_free_aligned(arena);
+    return ok;
+}
+
 /* A Dropout without its mask (inference: the identity) keeps its input's slot, as Reshape does: in
  * Relu -> Dropout (mask named, read by nothing) -> Relu -> Exp the Dropout's output shares the
  * first Relu's offset, and the model's output is exp(relu(x)) on the arena's bytes. */
@@ -357,35 +399,24 @@ AF_TEST(memory_plan_keeps_a_maskless_dropout_in_its_input) {
     CHECK(m != NULL);
     if (!m) return;
     const af_graph *g = m->graph;
-    af_exec_plan plan;
-    const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
-    CHECK(af_exec_plan_unfused(g, &kernels, false, NULL, &plan, &err) == AF_OK);
-    af_lifetimes lt;
-    CHECK(af_lifetimes_compute(g, &plan, &lt, &err) == AF_OK);
-    af_memory_plan mp;
-    CHECK(af_memory_plan_build(g, &lt, &mp, &err) == AF_OK);
+    planned p;
+    CHECK(plan_unfused(g, &p));
     int dropouts = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const af_node *n = &g->nodes[i];
         if (n->op != AF_OP_DROPOUT) continue;
         dropouts++;
-        CHECK_EQ_INT(lt.alias[n->outputs[0]], n->inputs[0]);
-        CHECK(mp.offset[n->outputs[0]] >= 0);
-        CHECK_EQ_INT(mp.offset[n->outputs[0]], mp.offset[n->inputs[0]]);
+        CHECK_EQ_INT(p.lt.alias[n->outputs[0]], n->inputs[0]);
+        CHECK(p.mp.offset[n->outputs[0]] >= 0);
+        CHECK_EQ_INT(p.mp.offset[n->outputs[0]], p.mp.offset[n->inputs[0]]);
     }
     CHECK_EQ_INT(dropouts, 1);
     float xd[160];
     for (int i = 0; i < 160; i++) xd[i] = (float)((i * 7) % 23) / 8.0f - 1.5f;
-    af_exec e;
-    uint8_t *arena = af_malloc_aligned(mp.arena_bytes);
-    CHECK(af_exec_init(&e, g, NULL, &err) == AF_OK);
-    e.plan = &plan, e.lifetimes = &lt, e.memory = &mp, e.arena = arena;
-    e.env[g->inputs[0]] = (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 2, .dims = {4, 40}, .data = xd,
-                                      .nbytes = sizeof xd};
     af_tensor y = {0};
-    CHECK(af_exec_run(&e, &err) == AF_OK);
-    CHECK(af_exec_take(&e, g->outputs[0], &y, &err) == AF_OK);
-    e.env[g->inputs[0]].data = NULL; /* the caller's */
+    CHECK(run_on_arena(g, &p, (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 2, .dims = {4, 40}, .data = xd,
+                                          .nbytes = sizeof xd},
+                       &y));
     int off = 0;
     for (int i = 0; y.data && i < 160; i++) {
         const float want = expf(xd[i] > 0 ? xd[i] : 0);
@@ -394,11 +425,7 @@ AF_TEST(memory_plan_keeps_a_maskless_dropout_in_its_input) {
     CHECK(y.data != NULL);
     CHECK_EQ_INT(off, 0);
     af_tensor_free_data(&y);
-    af_exec_release(&e);
-    af_free_aligned(arena);
-    af_memory_plan_free(&mp);
-    af_lifetimes_free(&lt);
-    af_exec_plan_free(&plan);
+    planned_free(&p);
     af_model_free(m);
 }
 
@@ -425,13 +452,8 @@ AF_TEST(memory_plan_places_a_gathered_run_inside_its_input) {
     CHECK(m != NULL);
     if (!m) return;
     const af_graph *g = m->graph;
-    af_exec_plan plan;
-    const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
-    CHECK(af_exec_plan_unfused(g, &kernels, false, NULL, &plan, &err) == AF_OK);
-    af_lifetimes lt;
-    CHECK(af_lifetimes_compute(g, &plan, &lt, &err) == AF_OK);
-    af_memory_plan mp;
-    CHECK(af_memory_plan_build(g, &lt, &mp, &err) == AF_OK);
+    planned p;
+    CHECK(plan_unfused(g, &p));
     int gathers = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const af_node *n = &g->nodes[i];
@@ -440,23 +462,17 @@ AF_TEST(memory_plan_places_a_gathered_run_inside_its_input) {
         CHECK(af_graph_const_i64(g, n->inputs[1], &k));
         if (k < 0) k += 3;
         gathers++;
-        CHECK_EQ_INT(lt.within[n->outputs[0]], n->inputs[0]);
-        CHECK_EQ_INT(mp.offset[n->outputs[0]], mp.offset[n->inputs[0]] + k * 64 * 4);
+        CHECK_EQ_INT(p.lt.within[n->outputs[0]], n->inputs[0]);
+        CHECK_EQ_INT(p.mp.offset[n->outputs[0]], p.mp.offset[n->inputs[0]] + k * 64 * 4);
     }
     CHECK_EQ_INT(gathers, 2);
-    CHECK_EQ_INT(count_overlaps(g, &mp, &lt), 0);
+    CHECK_EQ_INT(count_overlaps(g, &p.mp, &p.lt), 0);
     float xd[192];
     for (int i = 0; i < 192; i++) xd[i] = (float)((i * 7) % 23) / 8.0f - 1.5f;
-    af_exec e;
-    uint8_t *arena = af_malloc_aligned(mp.arena_bytes);
-    CHECK(af_exec_init(&e, g, NULL, &err) == AF_OK);
-    e.plan = &plan, e.lifetimes = &lt, e.memory = &mp, e.arena = arena;
-    e.env[g->inputs[0]] = (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 3, .dims = {3, 4, 16}, .data = xd,
-                                      .nbytes = sizeof xd};
     af_tensor y = {0};
-    CHECK(af_exec_run(&e, &err) == AF_OK);
-    CHECK(af_exec_take(&e, g->outputs[0], &y, &err) == AF_OK);
-    e.env[g->inputs[0]].data = NULL;
+    CHECK(run_on_arena(g, &p, (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 3, .dims = {3, 4, 16}, .data = xd,
+                                          .nbytes = sizeof xd},
+                       &y));
     int off = 0;
     for (int i = 0; y.data && i < 64; i++) { /* y[c][r] = relu(x[1][r][c]) - relu(x[2][r][c]) */
         const int src = (i % 4) * 16 + i / 4;
@@ -466,10 +482,6 @@ AF_TEST(memory_plan_places_a_gathered_run_inside_its_input) {
     CHECK(y.data != NULL && y.rank == 2 && y.dims[0] == 16);
     CHECK_EQ_INT(off, 0);
     af_tensor_free_data(&y);
-    af_exec_release(&e);
-    af_free_aligned(arena);
-    af_memory_plan_free(&mp);
-    af_lifetimes_free(&lt);
-    af_exec_plan_free(&plan);
+    planned_free(&p);
     af_model_free(m);
 }
