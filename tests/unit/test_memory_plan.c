@@ -244,104 +244,8 @@ AF_TEST(memory_plan_writes_fused_outputs_over_their_residual) {
     }
 }
 
-/* A Concat's inputs inside its output: on SqueezeNet's fire modules (two convs concatenated by
- * channels, each through a Relu written over the conv's output in place), each expand conv's
- * output sits at its part of the Concat's output, the arena is no larger, and the outputs are the same bits as with every input in a slot of its own (the
- * Concat copying). */
-AF_TEST(memory_plan_places_concat_inputs_inside_the_output) {
-    char dir[1024];
-    af_model *m = load_fixture("squeezenet_small", dir, sizeof dir);
-    if (!m) return;
-    af_error err = {0};
-    const af_graph *g = m->graph;
-    af_exec_plan plan;
-    const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
-    CHECK(af_exec_plan_unfused(g, &kernels, false, NULL, &plan, &err) == AF_OK);
-    af_lifetimes lt;
-    CHECK(af_lifetimes_compute(g, &plan, &lt, &err) == AF_OK);
-    af_memory_plan within, apart;
-    CHECK(af_memory_plan_build(g, &lt, &within, &err) == AF_OK);
-    int *w = lt.within;
-    lt.within = NULL;
-    CHECK(af_memory_plan_build(g, &lt, &apart, &err) == AF_OK);
-    lt.within = w;
-    int inside_count = 0, concats = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const af_node *n = &g->nodes[i];
-        if (n->op != AF_OP_CONCAT) continue;
-        concats++;
-        int64_t off = 0;
-        for (int k = 0; k < n->n_inputs; k++) {
-            const int v = n->inputs[k];
-            CHECK_EQ_INT(lt.within[chain_root(&lt, v)], n->outputs[0]);
-            CHECK_EQ_INT(within.offset[v], within.offset[n->outputs[0]] + off);
-            off += af_tensor_numel(&g->values[v].t) * 4;
-            inside_count++;
-        }
-    }
-    CHECK_EQ_INT(concats, 8);
-    CHECK_EQ_INT(inside_count, 16);
-    CHECK_EQ_INT(count_overlaps(g, &within, &lt), 0);
-    CHECK(within.arena_bytes <= apart.arena_bytes);
-    printf("  squeezenet_small: %d Concat inputs inside their outputs, arena %zu -> %zu bytes\n", inside_count,
-           apart.arena_bytes, within.arena_bytes);
-    check_same_output(g, &plan, &lt, &within, &apart, dir);
-    af_memory_plan_free(&within);
-    af_memory_plan_free(&apart);
-    af_lifetimes_free(&lt);
-    af_exec_plan_free(&plan);
-    af_model_free(m);
-}
-
-/* A Slice's output inside its input: ShuffleNetV2's channel splits (torch.chunk into two halves of
- * the channels, whose input is often itself a Reshape kept in its source's slot) read their
- * halves where the input has them, on the unfused and the fused plan, and the outputs are the
- * same bits as with every Slice copying. */
-AF_TEST(memory_plan_places_slices_inside_their_input) {
-    char dir[1024];
-    af_model *m = load_fixture("shufflenet_small", dir, sizeof dir);
-    if (!m) return;
-    af_error err = {0};
-    const af_graph *g = m->graph;
-    af_exec_plan plan;
-    const af_kernel_choice kernels = {.isa = af_cpu_isa(), .n_threads = 1};
-    CHECK(af_exec_plan_unfused(g, &kernels, false, NULL, &plan, &err) == AF_OK);
-    af_lifetimes lt;
-    CHECK(af_lifetimes_compute(g, &plan, &lt, &err) == AF_OK);
-    af_memory_plan within, apart;
-    CHECK(af_memory_plan_build(g, &lt, &within, &err) == AF_OK);
-    int *w = lt.within;
-    lt.within = NULL;
-    CHECK(af_memory_plan_build(g, &lt, &apart, &err) == AF_OK);
-    lt.within = w;
-    int slices = 0, inside_input = 0, of_views = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const af_node *n = &g->nodes[i];
-        if (n->op != AF_OP_SLICE) continue;
-        slices++;
-        const int x = n->inputs[0], v = n->outputs[0];
-        if (lt.within[v] != x) continue;
-        inside_input++;
-        CHECK_EQ_INT(within.offset[v], within.offset[x] + lt.within_offset[v]);
-        CHECK(lt.within_offset[v] == 0 || lt.within_offset[v] * 2 == (int64_t)af_tensor_numel(&g->values[x].t) * 4);
-        of_views += lt.alias[x] >= 0; /* x kept in its source's slot (a Reshape) */
-    }
-    CHECK_EQ_INT(slices, 26);
-    CHECK_EQ_INT(inside_input, 26);
-    CHECK(of_views > 0);
-    CHECK_EQ_INT(count_overlaps(g, &within, &lt), 0);
-    printf("  shufflenet_small: %d of %d Slices inside their input (%d of them of a view), arena %zu -> %zu bytes\n",
-           inside_input, slices, of_views, apart.arena_bytes, within.arena_bytes);
-    check_same_output(g, &plan, &lt, &within, &apart, dir);
-    af_memory_plan_free(&within);
-    af_memory_plan_free(&apart);
-    af_lifetimes_free(&lt);
-    af_exec_plan_free(&plan);
-    af_model_free(m);
-}
-
 /* A model's unfused plan with its lifetimes and memory plan, and a run of it on that plan's arena:
- * the small models built below. */
+ * the tests below. */
 typedef struct planned {
     af_exec_plan plan;
     af_lifetimes lt;
@@ -382,6 +286,103 @@ static bool run_on_arena(const af_graph *g, const planned *p, af_tensor x, af_te
     return ok;
 }
 
+/* The memory plan of p's lifetimes with nothing inside another value (every Concat, Slice and
+ * Gather copying), into *apart. */
+static bool plan_apart(const af_graph *g, planned *p, af_memory_plan *apart) {
+    int *w = p->lt.within;
+    p->lt.within = NULL;
+    const bool ok = af_memory_plan_build(g, &p->lt, apart, NULL) == AF_OK;
+    p->lt.within = w;
+    return ok;
+}
+
+/* A Concat's inputs inside its output: on SqueezeNet's fire modules (two convs concatenated by
+ * channels, each through a Relu written over the conv's output in place), each expand conv's
+ * output sits at its part of the Concat's output, the arena is no larger, and the outputs are
+ * the same bits as with every input in a slot of its own (the Concat copying). */
+AF_TEST(memory_plan_places_concat_inputs_inside_the_output) {
+    char dir[1024];
+    af_model *m = load_fixture("squeezenet_small", dir, sizeof dir);
+    if (!m) return;
+    const af_graph *g = m->graph;
+    planned p;
+    af_memory_plan apart;
+    CHECK(plan_unfused(g, &p) && plan_apart(g, &p, &apart));
+    const af_lifetimes *lt = &p.lt;
+    const af_memory_plan *within = &p.mp;
+    int inside_count = 0, concats = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const af_node *n = &g->nodes[i];
+        if (n->op != AF_OP_CONCAT) continue;
+        concats++;
+        int64_t off = 0;
+        for (int k = 0; k < n->n_inputs; k++) {
+            const int v = n->inputs[k];
+            CHECK_EQ_INT(lt->within[chain_root(lt, v)], n->outputs[0]);
+            CHECK_EQ_INT(within->offset[v], within->offset[n->outputs[0]] + off);
+            off += af_tensor_numel(&g->values[v].t) * 4;
+            inside_count++;
+        }
+    }
+    CHECK_EQ_INT(concats, 8);
+    CHECK_EQ_INT(inside_count, 16);
+    CHECK_EQ_INT(count_overlaps(g, within, lt), 0);
+    CHECK(within->arena_bytes <= apart.arena_bytes);
+    printf("  squeezenet_small: %d Concat inputs inside their outputs, arena %zu -> %zu bytes\n", inside_count,
+           apart.arena_bytes, within->arena_bytes);
+    check_same_output(g, &p.plan, lt, within, &apart, dir);
+    af_memory_plan_free(&apart);
+    planned_free(&p);
+    af_model_free(m);
+}
+
+/* A Slice's output inside its input: ShuffleNetV2's channel splits (torch.chunk into two halves of
+ * the channels, whose input is often itself a Reshape kept in its source's slot) read their
+ * halves where the input has them on the unfused plan, and the outputs are the same bits as with
+ * every Slice copying. */
+AF_TEST(memory_plan_places_slices_inside_their_input) {
+    char dir[1024];
+    af_model *m = load_fixture("shufflenet_small", dir, sizeof dir);
+    if (!m) return;
+    const af_graph *g = m->graph;
+    planned p;
+    af_memory_plan apart;
+    CHECK(plan_unfused(g, &p) && plan_apart(g, &p, &apart));
+    const af_lifetimes *lt = &p.lt;
+    const af_memory_plan *within = &p.mp;
+    int slices = 0, inside_input = 0, of_views = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const af_node *n = &g->nodes[i];
+        if (n->op != AF_OP_SLICE) continue;
+        slices++;
+        const int x = n->inputs[0], v = n->outputs[0];
+        if (lt->within[v] != x) continue;
+        inside_input++;
+        CHECK_EQ_INT(within->offset[v], within->offset[x] + lt->within_offset[v]);
+        CHECK(lt->within_offset[v] == 0 || lt->within_offset[v] * 2 == (int64_t)af_tensor_numel(&g->values[x].t) * 4);
+        of_views += lt->alias[x] >= 0; /* x kept in its source's slot (a Reshape) */
+    }
+    CHECK_EQ_INT(slices, 26);
+    CHECK_EQ_INT(inside_input, 26);
+    CHECK(of_views > 0);
+    CHECK_EQ_INT(count_overlaps(g, within, lt), 0);
+    printf("  shufflenet_small: %d of %d Slices inside their input (%d of them of a view), arena %zu -> %zu bytes\n",
+           inside_input, slices, of_views, apart.arena_bytes, within->arena_bytes);
+    check_same_output(g, &p.plan, lt, within, &apart, dir);
+    af_memory_plan_free(&apart);
+    planned_free(&p);
+    af_model_free(m);
+}
+
+/* The model b describes, loaded (b freed), or NULL. */
+static af_model *load_built(ob_model *b) {
+    af_error err = {0};
+    af_model *m = ob_load(b, &err);
+    ob_free(b);
+    CHECK(m != NULL);
+    return m;
+}
+
 /* A Dropout without its mask (inference: the identity) keeps its input's slot, as Reshape does: in
  * Relu -> Dropout (mask named, read by nothing) -> Relu -> Exp the Dropout's output shares the
  * first Relu's offset, and the model's output is exp(relu(x)) on the arena's bytes. */
@@ -393,10 +394,7 @@ AF_TEST(memory_plan_keeps_a_maskless_dropout_in_its_input) {
     const char *outs[2];
     ob_node_outputs(b, 2, 0, outs);
     ob_output(b, ob_node1(b, "Exp", ob_node1(b, "Relu", outs[0])));
-    af_error err = {0};
-    af_model *m = ob_load(b, &err);
-    ob_free(b);
-    CHECK(m != NULL);
+    af_model *m = load_built(b);
     if (!m) return;
     const af_graph *g = m->graph;
     planned p;
@@ -446,10 +444,7 @@ AF_TEST(memory_plan_places_a_gathered_run_inside_its_input) {
     const char *t2 = ob_node1(b, "Transpose", g2);
     ob_attr_ints(b, "perm", 2, (int64_t[]){1, 0});
     ob_output(b, ob_node(b, "Sub", 2, (const char *[]){t1, t2}));
-    af_error err = {0};
-    af_model *m = ob_load(b, &err);
-    ob_free(b);
-    CHECK(m != NULL);
+    af_model *m = load_built(b);
     if (!m) return;
     const af_graph *g = m->graph;
     planned p;
