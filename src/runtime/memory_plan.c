@@ -57,6 +57,25 @@ static bool shape_view(const af_node *n) {
     }
 }
 
+/* True when Transpose node n of graph g only moves axes of length 1 (ViT's [1, S, E] <-> [S, 1, E]
+ * with a batch of one): the bytes keep their order, and the fast kernel copies nothing over the
+ * same slot. */
+static bool transpose_view(const af_graph *g, const af_node *n) {
+    const int64_t *perm;
+    if (n->op != AF_OP_TRANSPOSE || n->n_inputs != 1 || n->n_outputs != 1 || n->inputs[0] < 0) return false;
+    const af_tensor *x = &g->values[n->inputs[0]].t;
+    const int r = af_node_attr_ints(n, "perm", &perm);
+    if (x->rank < 1 || r != x->rank || !af_tensor_shape_known(x)) return false;
+    int64_t last = -1;
+    for (int k = 0; k < r; k++) {
+        if (perm[k] < 0 || perm[k] >= r) return false;
+        if (x->dims[perm[k]] == 1) continue;
+        if (perm[k] < last) return false;
+        last = perm[k];
+    }
+    return true;
+}
+
 /* A float32 intermediate with a fully known shape: what the arena can hold. */
 static bool arena_candidate(const af_graph *g, int v) {
     const af_value *val = &g->values[v];
@@ -66,7 +85,7 @@ static bool arena_candidate(const af_graph *g, int v) {
 
 /* For step i covering node n alone: the input whose slot n's output may reuse, or -1. */
 static int in_place_source(const af_graph *g, const af_lifetimes *lt, const af_node *n, int i) {
-    const bool view = shape_view(n);
+    const bool view = shape_view(n) || transpose_view(g, n);
     if ((!view && !elementwise_in_place(n)) || n->outputs[0] < 0) return -1;
     const int out = n->outputs[0];
     if (!arena_candidate(g, out)) return -1;

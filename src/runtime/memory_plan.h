@@ -12,7 +12,8 @@
  * before writing the output element at its position (af_kernel.residual_in_place) and the
  * residual is not also one of the kernel's inputs: a conv + residual Add (+ ReLU) then streams one
  * tensor through the cache instead of two. So may the output of a Reshape, Flatten, Squeeze,
- * Unsqueeze, Identity or maskless Dropout step over its input (the same bytes under another shape), whose kernels
+ * Unsqueeze, Identity or maskless Dropout step, or a Transpose that moves only axes of length 1,
+ * over its input (the same bytes under another shape), whose kernels
  * then copy nothing. Such values form one slot that lives from the first's producer to the last's
  * last reader.
  *

@@ -480,3 +480,47 @@ AF_TEST(memory_plan_places_a_gathered_run_inside_its_input) {
     planned_free(&p);
     af_model_free(m);
 }
+
+/* A Transpose that only moves axes of length 1 (ViT's batch-first [1, S, E] <-> [S, 1, E]) keeps
+ * its input's slot; one that moves a longer axis does not. Relu -> Transpose(1, 0, 2) -> Exp over
+ * [1, 4, 40] shares the Relu's offset, and the output is exp(relu(x)) in [4, 1, 40]; with the
+ * input [2, 4, 20] the same Transpose moves data and gets a slot of its own. */
+AF_TEST(memory_plan_keeps_a_transpose_of_unit_axes_in_its_input) {
+    for (int moves = 0; moves < 2; moves++) {
+        const int64_t dims[3] = {moves ? 2 : 1, 4, moves ? 20 : 40};
+        ob_model *b = ob_new(13);
+        const char *t = ob_node1(b, "Transpose", ob_node1(b, "Relu", ob_input(b, 3, dims)));
+        ob_attr_ints(b, "perm", 3, (int64_t[]){1, 0, 2});
+        ob_output(b, ob_node1(b, "Exp", t));
+        af_model *m = load_built(b);
+        if (!m) return;
+        const af_graph *g = m->graph;
+        planned p;
+        CHECK(plan_unfused(g, &p));
+        for (int i = 0; i < g->n_nodes; i++) {
+            const af_node *n = &g->nodes[i];
+            if (n->op != AF_OP_TRANSPOSE) continue;
+            CHECK_EQ_INT(p.lt.alias[n->outputs[0]], moves ? -1 : n->inputs[0]);
+            if (moves) CHECK(p.mp.offset[n->outputs[0]] != p.mp.offset[n->inputs[0]]);
+            else CHECK_EQ_INT(p.mp.offset[n->outputs[0]], p.mp.offset[n->inputs[0]]);
+        }
+        float xd[160];
+        for (int i = 0; i < 160; i++) xd[i] = (float)((i * 7) % 23) / 8.0f - 1.5f;
+        af_tensor y = {0};
+        CHECK(run_on_arena(g, &p, (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 3, .dims = {dims[0], dims[1], dims[2]},
+                                              .data = xd, .nbytes = sizeof xd},
+                           &y));
+        int off = 0;
+        for (int i = 0; y.data && i < 160; i++) { /* y[a][b][c] = f(x[b][a][c]) */
+            const int64_t a = i / (dims[0] * dims[2]), bb = i / dims[2] % dims[0], c = i % dims[2];
+            const float v = xd[(bb * dims[1] + a) * dims[2] + c];
+            const float want = expf(v > 0 ? v : 0);
+            off += fabsf(((float *)y.data)[i] - want) > 1e-6f * want;
+        }
+        CHECK(y.data != NULL);
+        CHECK_EQ_INT(off, 0);
+        af_tensor_free_data(&y);
+        planned_free(&p);
+        af_model_free(m);
+    }
+}

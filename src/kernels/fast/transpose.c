@@ -157,8 +157,8 @@ static af_status transpose_run_fn(const af_kernel *k, af_op_ctx *c, const af_epi
     int64_t dims[AF_MAX_RANK];
     memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
     const int rank = simplify(x->rank, dims, perm);
-    if (rank <= 1) { /* the order of the elements does not change */
-        memcpy(out->data, x->data, (size_t)numel * es);
+    if (rank <= 1) { /* the order of the elements does not change: over the same slot, nothing to do */
+        if (out->data != x->data) memcpy(out->data, x->data, (size_t)numel * es);
         return AF_OK;
     }
     transpose_run r = {.x = x->data, .y = out->data, .es = es, .rank = rank,
