@@ -328,6 +328,12 @@ static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilog
     return st == AF_OK ? AF_OK : af_ctx_fail(c, st, "fused attention failed");
 }
 
+/* The builder's refusal: why, and false. */
+static bool refuse(char *why, size_t why_size, const char *reason) {
+    snprintf(why, why_size, "%s", reason);
+    return false;
+}
+
 static bool perm3_is(const af_node *t, const int64_t *want) {
     const int64_t *p;
     if (!t || t->op != AF_OP_TRANSPOSE || af_node_attr_ints(t, "perm", &p) != 3) return false;
@@ -414,15 +420,10 @@ static bool build_mha(const af_graph *g, const af_fusion_candidate *c, const af_
     }
     /* MatMul, Add, three Slices, Reshapes and Transposes, the scale, Q.K^T, Softmax, P.V, the
      * merging Transpose and Reshape: nothing else. */
-    if (c->n_nodes != 16 + (r != NULL)) {
-        snprintf(why, why_size, "the group holds nodes besides the self-attention block");
-        return false;
-    }
+    if (c->n_nodes != 16 + (r != NULL))
+        return refuse(why, why_size, "the group holds nodes besides the self-attention block");
     attention_state *st = af_calloc(1, sizeof *st);
-    if (!st) {
-        snprintf(why, why_size, "out of memory");
-        return false;
-    }
+    if (!st) return refuse(why, why_size, "out of memory");
     *st = (attention_state){.isa = o->kernels.isa, .heads = f->heads, .head_dim = f->head_dim, .scale = f->scale,
                             .n_threads = o->kernels.n_threads, .qkv_k = f->p.k,
                             .qkv_off = {f->off[0], f->off[1], f->off[2]}, .seq_first = true};
@@ -526,15 +527,10 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     }
     /* Every node of the group is one of those read above: a rule of this family that holds
      * anything else would have it skipped. */
-    if (c->n_nodes != 6 + 1 + n_scale + (mask >= 0) + 3 + (r != NULL) + (n_inner ? 6 : 0)) {
-        snprintf(why, why_size, "the group holds nodes besides the self-attention block");
-        return false;
-    }
+    if (c->n_nodes != 6 + 1 + n_scale + (mask >= 0) + 3 + (r != NULL) + (n_inner ? 6 : 0))
+        return refuse(why, why_size, "the group holds nodes besides the self-attention block");
     attention_state *st = af_calloc(1, sizeof *st);
-    if (!st) {
-        snprintf(why, why_size, "out of memory");
-        return false;
-    }
+    if (!st) return refuse(why, why_size, "out of memory");
     *st = (attention_state){.isa = o->kernels.isa, .heads = hq, .head_dim = dq, .scale = scale, .has_mask = mask >= 0,
                             .n_threads = o->kernels.n_threads, .qkv_off = {0, hq * dq, 2 * hq * dq}};
     const af_tensor *qt = &g->values[qv].t;

@@ -4,8 +4,9 @@
  * over phase planes (src/kernels/gemm/conv_implicit.c); grouped or dilated kernels go through
  * im2col into the workspace; depthwise convolutions have their own kernels
  * (src/kernels/fast/conv_depthwise.c), and so, on AVX-512, do grouped ones with groups of 2 to 32
- * channels (the channel-blocked kernel of conv_depthwise_blocked.c). Weights are packed once, per group, at prepare. Epilogue
- * coordinates: m = output channel, n = flattened output pixel, batch = image.
+ * channels (the channel-blocked kernel of conv_depthwise_blocked.c). Weights are packed once, per
+ * group, at prepare. Epilogue coordinates: m = output channel, n = flattened output pixel, batch =
+ * image.
  */
 #include <stdatomic.h>
 #include <stdlib.h>

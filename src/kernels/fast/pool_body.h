@@ -1,11 +1,13 @@
 /*
  * The pooling loops, written once over the fv_* vector layer (see elementwise_body.h for what the
- * including file defines). A 2-D window plane is computed output row by output row: the interior
- * columns, whose kw taps all lie inside the input row, run W output columns per vector (strided
- * loads: contiguous for stride 1, an even-lane permute for stride 2, a gather otherwise); the
- * border columns run one at a time with clipped taps. Windows over several rows first reduce the
- * rows into one (a max, or a sum over a zero-extended row that every column's window then reads). MaxPool skips NaN taps in the vector path;
- * averages sum in float over the window (at most kh * kw terms) and divide once.
+ * including file defines). A 2-D window plane is computed output row by output row. Where the
+ * padded row fits the row buffer, the window's rows are first reduced into it (a max, or a sum),
+ * with the pad value around them, and every output column, the borders' included, runs W per
+ * vector along it (strided loads: contiguous for stride 1, an even-lane permute for stride 2, a
+ * gather otherwise); an average's border column whose count differs is redone alone with clipped
+ * taps. Otherwise the interior columns run per vector over the kh rows and the borders one at a
+ * time. MaxPool skips NaN taps in the vector path; averages sum in float over the window (at most
+ * kh * kw terms) and divide once.
  */
 
 /* The taps t in [0, k) with 0 <= base + t < limit: [*lo, *hi), empty when *lo >= *hi. */
