@@ -821,6 +821,35 @@ AF_TEST(pattern_rules_syntax) {
     af_rules_free(rs);
 }
 
+/* `edge N.* = SRC` locates SRC by itself: with the anchor an Add and MatMul reachable only through
+ * that edge (the Add reads it on input 1), the rule still matches. The matcher once tried only
+ * numbered inputs to find a source, so a `*` edge matched only where another edge led there. */
+AF_TEST(pattern_star_edge_locates_its_source) {
+    const char *text = "rule star_source matmul_add\n"
+                       "  node add Add\n"
+                       "  node mm MatMul\n"
+                       "  anchor add\n"
+                       "  edge add.* = mm\n"
+                       "end\n";
+    af_rule_set *rs = NULL;
+    af_error err = {0};
+    CHECK(af_rules_new(&rs, &err) == AF_OK);
+    CHECK(af_rules_parse(rs, text, "star.rules", &err) == AF_OK);
+    static const int64_t d[2] = {4, 4};
+    builder b = build_new(17);
+    int x = input(&b, 2, d);
+    af_graph *g = finish(&b, node2(&b, "Add", x, node2(&b, "MatMul", x, x)));
+    af_fusion_candidates cs = {0};
+    af_fusion_config cfg;
+    af_fusion_config_default(&cfg);
+    CHECK(af_pattern_find(g, rs, &cfg, &cs, &err) == AF_OK);
+    CHECK_EQ_INT(cs.n, 1);
+    CHECK(cs.n == 1 && cs.items[0].n_nodes == 2 && !strcmp(cs.items[0].rule, "star_source"));
+    af_fusion_candidates_free(&cs);
+    af_graph_free(g);
+    af_rules_free(rs);
+}
+
 /* ---- region discovery ------------------------------------------------------------------------ */
 
 AF_TEST(pattern_discovery_regions) {

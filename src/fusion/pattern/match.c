@@ -257,9 +257,11 @@ static bool conds_ok(const matcher *m, int pn) {
 
 /* ---- search ---------------------------------------------------------------------------------- */
 
-/* Where pattern node y can be: one producer (*list NULL, *one set), or the readers of a value.
- * Returns the number of candidates. Prefers a producer, then the value with fewest readers. */
-static int locate(const matcher *m, int y, const int **list, int *one) {
+/* Where pattern node y can be: one producer (*list NULL, *one set), the producers of a placed
+ * node's inputs for a `*` edge from y (*list = producers, room for AF_FUSION_MAX_NODE_INPUTS), or
+ * the readers of a value. Returns the number of candidates. Prefers a producer, then the shortest
+ * list. */
+static int locate(const matcher *m, int y, const int **list, int *one, int *producers) {
     const af_rule *r = m->r;
     int best = -1;
     *list = NULL;
@@ -267,7 +269,22 @@ static int locate(const matcher *m, int y, const int **list, int *one) {
         const af_pedge *e = &r->edges[k];
         af_pref f;
         bool to_y = follow(m, e->src, &f) && f.node == y;
-        if (to_y && e->node != y && m->map[e->node] >= 0 && e->input >= 0) {
+        if (to_y && e->node != y && m->map[e->node] >= 0 && e->input < 0 && f.kind == AF_PREF_OUTPUT) {
+            /* y produces one of the values a placed node reads, any input (`*`): each producer */
+            const af_node *c = &m->g->nodes[m->map[e->node]];
+            int n = 0;
+            for (int i = 0; i < c->n_inputs && i < AF_FUSION_MAX_NODE_INPUTS; i++) {
+                const int v = c->inputs[i], p = v >= 0 ? m->g->values[v].producer : -1;
+                if (p < 0 || m->g->values[v].kind != AF_VALUE_NODE) continue;
+                bool seen = false;
+                for (int j = 0; j < n && !seen; j++) seen = producers[j] == p;
+                if (!seen) producers[n++] = p;
+            }
+            if (best < 0 || n < best) {
+                best = n;
+                *list = producers;
+            }
+        } else if (to_y && e->node != y && m->map[e->node] >= 0 && e->input >= 0) {
             int v = node_input(m, e->node, e->input);
             if (v < 0) continue;
             if (f.kind == AF_PREF_OUTPUT) { /* y produces what a placed node reads */
@@ -402,7 +419,8 @@ static void search(matcher *m, int k) {
     const af_pnode *pn = &r->nodes[y];
     const int *list;
     int one = -1;
-    int n = locate(m, y, &list, &one);
+    int producers[AF_FUSION_MAX_NODE_INPUTS]; /* locate's list for a `*` edge, at this depth */
+    int n = locate(m, y, &list, &one, producers);
     for (int i = 0; i < n && !m->stop; i++) {
         int cand = list ? list[i] : one;
         if (++m->steps > MAX_STEPS) {
