@@ -178,6 +178,14 @@ static size_t group_task_bytes(const conv_state *s, int64_t hw) {
 /* Whether a grouped conv runs whole groups as tasks on n_threads threads. */
 static bool groups_as_tasks(const conv_state *s, int n_threads) { return n_threads > 1 && s->groups >= 2 * n_threads; }
 
+/* The run's status from a kernel sized at prepare (Winograd, implicit GEMM, channel-blocked):
+ * AF_ERR_LIMIT too many tasks, any other failure an input larger than planned. */
+static af_status planned_kernel_status(af_op_ctx *c, af_status st) {
+    if (st == AF_ERR_LIMIT) return af_ctx_fail(c, st, "convolution too large to split into tasks");
+    if (st != AF_OK) return af_ctx_fail(c, st, "input is larger than the session planned for");
+    return AF_OK;
+}
+
 static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
                           void *workspace) {
     const conv_state *s = k->state;
@@ -197,13 +205,9 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     if (s->dw.weights)
         return af_depthwise_conv_run(&s->dw, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool, workspace,
                                      k->workspace_bytes);
-    if (s->grouped.weights) {
-        st = af_dw_blocked_run(&s->grouped, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool, workspace,
-                               k->workspace_bytes);
-        if (st == AF_ERR_LIMIT) return af_ctx_fail(c, st, "convolution too large to split into tasks");
-        if (st != AF_OK) return af_ctx_fail(c, st, "input is larger than the session planned for");
-        return AF_OK;
-    }
+    if (s->grouped.weights)
+        return planned_kernel_status(c, af_dw_blocked_run(&s->grouped, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias,
+                                                          epi, pool, workspace, k->workspace_bytes));
 
     if (s->wino.u || s->implicit.w) { /* one image at a time, both kernels alike */
         if (s->implicit.w && !af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
@@ -218,8 +222,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
                                                   k->workspace_bytes)
                            : af_conv_implicit_run(&s->implicit, &geo, xn, yn, h, wd, oh, ow, &e, pool, workspace,
                                                   k->workspace_bytes);
-            if (st == AF_ERR_LIMIT) return af_ctx_fail(c, st, "convolution too large to split into tasks");
-            if (st != AF_OK) return af_ctx_fail(c, st, "input is larger than the session planned for");
+            if (st != AF_OK) return planned_kernel_status(c, st);
         }
         return AF_OK;
     }
@@ -290,8 +293,8 @@ static bool conv_residual_in_place(const af_kernel *k, const af_epilogue *epi) {
 
 /* Whether a grouped convolution runs on the channel-blocked kernel: AVX-512, groups of 2 to 32
  * channels (as many out as in) that it takes, and output sizes known at prepare (its scratch
- * depends on the width). On one thread its 3x3 kernels ran ResNeXt50's and RegNetY's groups at
- * ... where im2col + a GEMM per group ran 32-54 GFLOP/s. */
+ * depends on the width). On one thread it ran ResNeXt50's grouped 3x3 convs at 60-160 GFLOP/s,
+ * where im2col + a GEMM per group ran 32-54. */
 static bool grouped_blocked(const af_kernel_request *req, int64_t groups, int64_t cin, int64_t cout,
                             const af_tensor *y) {
     return af_cpu_isa_clamp(req->choice.isa) == AF_ISA_AVX512 && groups > 1 && groups < cin && cin == cout &&
@@ -412,8 +415,7 @@ done:
     k->residual_in_place = conv_residual_in_place;
     k->packed_inputs = 1u << 1; /* W is packed (or copied, for depthwise); the bias is read in place */
     if (s->dw.weights) k->weight_bytes = (size_t)(cout * s->kh * s->kw) * sizeof(float);
-    if (s->grouped.weights)
-        k->weight_bytes = (size_t)((cout + 15) / 16 * 16 * (cin / groups) * s->kh * s->kw) * sizeof(float);
+    if (s->grouped.weights) k->weight_bytes = af_dw_blocked_weight_bytes(&s->grouped);
     for (int64_t g = 0; s->packed && g < groups; g++) k->weight_bytes += af_gemm_packed_bytes(s->packed[g]);
     return AF_OK;
 unplanned:

@@ -50,6 +50,10 @@ af_status af_dw_blocked_prepare(const float *weights, int64_t channels, int64_t 
     return af_dw_blocked_prepare_grouped(weights, channels, 1, kh, kw, b);
 }
 
+size_t af_dw_blocked_weight_bytes(const af_dw_blocked *b) {
+    return (size_t)(ceil_div(b->channels, LANES) * b->group_channels * b->kh * b->kw * LANES) * sizeof(float);
+}
+
 void af_dw_blocked_release(af_dw_blocked *b) {
     af_free(b->weights);
     memset(b, 0, sizeof *b);
@@ -191,7 +195,7 @@ TARGET static inline __attribute__((always_inline)) void pixels(const int R, con
     for (int64_t ch = 0; ch < cg; ch++) {
         const __m512i idx = MODE == MODE_PERM
                                 ? _mm512_add_epi32(_mm512_loadu_si512(r->perm_base), _mm512_set1_epi32((int)ch))
-                                              : _mm512_setzero_si512();
+                                : _mm512_setzero_si512();
         const float *wc = wg + ch * taps * LANES;
         if (KW) {
             for (int64_t ky = 0; ky < kh; ky++, wc += KW * LANES) {

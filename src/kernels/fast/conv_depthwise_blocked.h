@@ -40,6 +40,8 @@ bool af_dw_blocked_groups_fit(int64_t channels, int64_t group_channels);
 af_status af_dw_blocked_prepare_grouped(const float *weights, int64_t channels, int64_t group_channels, int64_t kh,
                                         int64_t kw, af_dw_blocked *b);
 void af_dw_blocked_release(af_dw_blocked *b);
+/* Bytes of b's regrouped weights. */
+size_t af_dw_blocked_weight_bytes(const af_dw_blocked *b);
 /* Scratch for n_threads threads: one interleaved block of input rows each. */
 size_t af_dw_blocked_scratch_bytes(const af_dw_blocked *b, const af_conv_geom *geo, int64_t ow, int n_threads);
 /* x is [n, channels, h, w], y [n, channels, oh, ow]; geo holds resolved pads. bias (may be NULL)
