@@ -168,6 +168,27 @@ static void concat_within(const af_graph *g, af_lifetimes *lt, const bool *alias
     }
 }
 
+/* Whether step i's output v may lie inside its input x: both in the arena, x written before, and
+ * nothing written in place over either (aliased[u]: some value shares u's slot in place). */
+static bool may_lie_within(const af_graph *g, const af_lifetimes *lt, const bool *aliased, int x, int v, int i) {
+    return x != v && arena_candidate(g, x) && arena_candidate(g, v) && !aliased[x] && !aliased[v] &&
+           lt->alias[v] < 0 && lt->within[v] < 0 && lt->first[x] >= 0 && lt->first[x] < i;
+}
+
+/* Marks v inside x (lt->within) as the run of x at index `start` of `axis`, when every axis of x
+ * before it has size 1 (the run is contiguous) and the run starts on a 64-byte boundary. */
+static void run_within(const af_graph *g, af_lifetimes *lt, int x, int v, int axis, int64_t start) {
+    const af_tensor *xt = &g->values[x].t;
+    int64_t inner = 1;
+    for (int d = 0; d < axis; d++)
+        if (xt->dims[d] != 1) return;
+    for (int d = axis + 1; d < xt->rank; d++) inner *= xt->dims[d];
+    const int64_t off = start * inner * 4; /* float32 (arena_candidate) */
+    if (off % 64 != 0) return;
+    lt->within[v] = x;
+    lt->within_offset[v] = off;
+}
+
 /* For step i covering Slice node n alone: whether its output is one run of its input's bytes (every
  * axis before the sliced one of size 1, step 1, every axis after it whole), starting on a 64-byte
  * boundary, and if so marks it in lt->within: the channel split of ShuffleNet's blocks. Nothing
@@ -178,9 +199,7 @@ static void slice_within(const af_graph *g, af_lifetimes *lt, const bool *aliase
         return;
     const int x = n->inputs[0], v = n->outputs[0];
     const af_tensor *xt = &g->values[x].t, *vt = &g->values[v].t;
-    if (x == v || !arena_candidate(g, x) || !arena_candidate(g, v) || aliased[x] || aliased[v] || lt->alias[v] >= 0 ||
-        lt->within[v] >= 0 || lt->first[x] < 0 || lt->first[x] >= i || xt->rank != vt->rank || xt->rank < 1)
-        return;
+    if (!may_lie_within(g, lt, aliased, x, v, i) || xt->rank != vt->rank || xt->rank < 1) return;
     const af_tensor *ins[5]; /* data, starts, ends, axes, steps */
     for (int k = 0; k < n->n_inputs; k++) {
         const int u = n->inputs[k];
@@ -198,14 +217,7 @@ static void slice_within(const af_graph *g, af_lifetimes *lt, const bool *aliase
         axis = d;
     }
     if (axis < 0) return; /* the whole input: a copy the executor may need apart */
-    int64_t inner = 1;
-    for (int d = 0; d < axis; d++)
-        if (xt->dims[d] != 1) return;
-    for (int d = axis + 1; d < xt->rank; d++) inner *= xt->dims[d];
-    const int64_t off = p.start[axis] * inner * 4; /* float32 (arena_candidate) */
-    if (off % 64 != 0) return;
-    lt->within[v] = x;
-    lt->within_offset[v] = off;
+    run_within(g, lt, x, v, axis, p.start[axis]);
 }
 
 /* For step i covering Gather node n alone: whether its output is one run of its input's bytes (one
@@ -217,9 +229,7 @@ static void gather_within(const af_graph *g, af_lifetimes *lt, const bool *alias
         return;
     const int x = n->inputs[0], v = n->outputs[0];
     const af_tensor *xt = &g->values[x].t;
-    if (x == v || !arena_candidate(g, x) || !arena_candidate(g, v) || aliased[x] || aliased[v] || lt->alias[v] >= 0 ||
-        lt->within[v] >= 0 || lt->first[x] < 0 || lt->first[x] >= i || xt->rank < 1)
-        return;
+    if (!may_lie_within(g, lt, aliased, x, v, i) || xt->rank < 1) return;
     const af_value *iv = af_graph_const_value(g, n->inputs[1]);
     int64_t idx;
     if (!iv || iv->t.rank > 1 || !af_graph_const_i64(g, n->inputs[1], &idx)) return;
@@ -228,15 +238,8 @@ static void gather_within(const af_graph *g, af_lifetimes *lt, const bool *alias
     if (axis < 0 || axis >= xt->rank || xt->dims[axis] <= 0) return;
     if (idx < 0) idx += xt->dims[axis];
     if (idx < 0 || idx >= xt->dims[axis]) return;
-    int64_t inner = 1;
-    for (int d = 0; d < axis; d++)
-        if (xt->dims[d] != 1) return;
-    for (int d = (int)axis + 1; d < xt->rank; d++) inner *= xt->dims[d];
-    if (af_tensor_numel(&g->values[v].t) != inner) return;
-    const int64_t off = idx * inner * 4; /* float32 (arena_candidate) */
-    if (off % 64 != 0) return;
-    lt->within[v] = x;
-    lt->within_offset[v] = off;
+    if (af_tensor_numel(&g->values[v].t) * xt->dims[axis] != af_tensor_numel(xt)) return;
+    run_within(g, lt, x, v, (int)axis, idx);
 }
 
 af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_lifetimes *lt, af_error *err) {
