@@ -45,7 +45,8 @@ def ort_times(path, depth):
 
 def af_times(path, depth):
     groups = collections.OrderedDict()
-    for s in json.load(open(path))["profile"]["steps"]:
+    d = json.load(open(path))
+    for s in d.get("profile", d)["steps"]:  # bench --json, or a bare profile (bench/inproc_ab.c)
         g = group_of(s["node"] or "", depth)
         groups[g] = groups.get(g, 0.0) + s["ms"]
     return groups
@@ -53,7 +54,7 @@ def af_times(path, depth):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("af_json", help="autofusion bench --profile --json output")
+    ap.add_argument("af_json", help="autofusion bench --profile --json output, or an inproc_ab --profile file")
     ap.add_argument("ort_trace", help="the trace ort_run.js --profile wrote")
     ap.add_argument("--depth", type=int, default=2, help="name components per group (default 2)")
     a = ap.parse_args()
