@@ -34,8 +34,20 @@ static af_isa detect_isa(void) {
     if (f && dq && bw && vl && (xcr0 & 0xe0) == 0xe0) return AF_ISA_AVX512;
     return AF_ISA_AVX2;
 }
+
+static af_cpu_vendor detect_vendor(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return AF_CPU_VENDOR_OTHER;
+    char id[13];
+    memcpy(id, &b, 4), memcpy(id + 4, &d, 4), memcpy(id + 8, &c, 4);
+    id[12] = '\0';
+    if (!strcmp(id, "GenuineIntel")) return AF_CPU_VENDOR_INTEL;
+    if (!strcmp(id, "AuthenticAMD")) return AF_CPU_VENDOR_AMD;
+    return AF_CPU_VENDOR_OTHER;
+}
 #else
 static af_isa detect_isa(void) { return AF_ISA_SCALAR; }
+static af_cpu_vendor detect_vendor(void) { return AF_CPU_VENDOR_OTHER; }
 #endif
 
 /* Reads a small sysfs file into buf; returns 0 when it cannot. */
@@ -109,6 +121,7 @@ static void detect(void) {
     info.l2 = 1 << 20;
     info.l3 = 2 << 20;
     detect_caches(&info);
+    info.vendor = detect_vendor();
     info.isa_max = detect_isa();
     info.isa = info.isa_max;
     const char *env = getenv("AF_ISA");

@@ -1,7 +1,7 @@
 /*
  * CPU facts the fast kernels are chosen by: the instruction-set level (CPUID plus XGETBV, so a CPU
- * whose OS does not save the wide registers counts as the lower level) and the cache sizes (sysfs)
- * that size the GEMM blocking. Detected once, on first use, thread-safely.
+ * whose OS does not save the wide registers counts as the lower level), the vendor, and the cache
+ * sizes (sysfs) that size the GEMM blocking. Detected once, on first use, thread-safely.
  *
  *   af_isa isa = af_cpu_isa();                 // the level kernels should use by default
  *   const af_cpu_info *ci = af_cpu_info_get(); // ci->l2 bytes, ci->isa_max, ...
@@ -23,7 +23,12 @@ typedef enum af_isa {
     AF_ISA_COUNT
 } af_isa;
 
+/* Who made the CPU (CPUID leaf 0), where a kernel's best choice was measured to differ between
+ * them (pointwise_depthwise.c). */
+typedef enum af_cpu_vendor { AF_CPU_VENDOR_OTHER = 0, AF_CPU_VENDOR_INTEL, AF_CPU_VENDOR_AMD } af_cpu_vendor;
+
 typedef struct af_cpu_info {
+    af_cpu_vendor vendor;
     af_isa isa_max; /* what the CPU and OS support */
     af_isa isa;     /* the default: isa_max lowered by AF_ISA */
     size_t l1d;     /* bytes of L1 data cache per core */

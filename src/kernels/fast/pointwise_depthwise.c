@@ -9,21 +9,33 @@
 #include "kernels/gemm/fused_act_avx512.h"
 #include "kernels/gemm/gemm_internal.h"
 #include "util/alloc.h"
+#include "util/cpu.h"
 #include "util/error.h"
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define LANES 16
 /* Pixels one register tile expands: their accumulators and a weight vector stay in registers. */
 #define PIXELS 16
-/* The fusion pays where the expanded tensor would not stay in L2 between the kernels. MobileNetV3-L
- * with every expand + depthwise pair fused (features.3 to .15, 0.9 MB down to 0.2 MB expanded)
- * against this gate (features.2 alone), per pair, medians of 3 alternating profiles of 300 runs:
- * at one thread (one CPU) -4 to +11% on features.3-.13 and +31% on .14-.15 (7x7, 160 -> 960
- * channels), the model 3.94 -> 4.18 ms; at two threads features.6-.13 14-26% faster, .14-.15
- * 3-4% slower, the model 3.00 -> 2.86 ms, within what the host's swings allow (bench/RESULTS.md,
- * session 21). (With the GEMM and bands before the fill kernel: 64 x 112 x 112,
- * 3.2 MB, 0.322 against 0.347 ms at one thread; 72 x 56 x 56 +1 to +5%; 960 x 7 x 7 +38%.) */
+/* On AMD (Zen 4 and 5) the fusion pays where the expanded tensor would not stay in L2 between the
+ * kernels. MobileNetV3-L with every expand + depthwise pair fused (features.3 to .15, 0.9 MB down
+ * to 0.2 MB expanded) against this gate (features.2 alone), per pair, medians of 3 alternating
+ * profiles of 300 runs: at one thread (one CPU) -4 to +11% on features.3-.13 and +31% on .14-.15
+ * (7x7, 160 -> 960 channels), the model 3.94 -> 4.18 ms; at two threads features.6-.13 14-26%
+ * faster, .14-.15 3-4% slower, the model 3.00 -> 2.86 ms, within what the host's swings allow
+ * (bench/RESULTS.md, session 21). (With the GEMM and bands before the fill kernel: 64 x 112 x 112,
+ * 3.2 MB, 0.322 against 0.347 ms at one thread; 72 x 56 x 56 +1 to +5%; 960 x 7 x 7 +38%.)
+ * On Intel (a Xeon of family 6, model 207) it pays at every size: what it saves is also the two
+ * 16 x 16 register transposes each expanded element takes unfused (out of the 1x1 conv's tile,
+ * into the depthwise conv's blocks), shuffles that there share the one 512-bit shuffle port with
+ * the FMAs. MobileNetV3-L with every pair fused against the gate, bench/inproc_ab.c (300 pairs of
+ * runs taken in turn): 0.957 [quartiles 0.941-0.975] at one thread, 0.951 [0.924-0.981] at two;
+ * leaving out the 14x14 pairs (0.14-0.16 MB), or those under 0.4 MB as well, moved it by 1% at
+ * most, either way (bench/RESULTS.md, session 28). */
 #define EXPANDED_MIN_BYTES (1024 * 1024)
+
+size_t af_pwdw_min_expanded_bytes(void) {
+    return af_cpu_info_get()->vendor == AF_CPU_VENDOR_INTEL ? 0 : EXPANDED_MIN_BYTES;
+}
 
 typedef struct pwdw_state {
     af_pwdw_desc d;        /* weights NULL (regrouped below); b2 points into `biases` */
@@ -178,11 +190,12 @@ af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, 
         d->cin > (int64_t)1 << 24 || d->h * d->w > INT32_MAX || d->oh * d->ow > INT32_MAX)
         return af_errorf(err, AF_ERR_UNSUPPORTED, "the fused kernel takes undilated 2-D convolutions of static shape");
     const double expanded = (double)d->channels * (double)d->h * (double)d->w * sizeof(float);
-    if (expanded <= EXPANDED_MIN_BYTES)
+    const size_t min_bytes = af_pwdw_min_expanded_bytes();
+    if (expanded <= (double)min_bytes)
         return af_errorf(err, AF_ERR_UNSUPPORTED,
-                         "the expanded tensor (%.0f KiB) is at most %d KiB: unfused it stays in cache, and the "
+                         "the expanded tensor (%.0f KiB) is at most %zu KiB: unfused it stays in cache, and the "
                          "fused kernel would cost about what it saves",
-                         expanded / 1024, EXPANDED_MIN_BYTES / 1024);
+                         expanded / 1024, min_bytes / 1024);
     if (isa != AF_ISA_AVX512)
         return af_errorf(err, AF_ERR_UNSUPPORTED, "the fused kernel needs AVX-512 (the channel-blocked depthwise conv)");
     pwdw_state *s = af_calloc(1, sizeof *s);

@@ -17,6 +17,8 @@
 #ifndef AF_KERNELS_FAST_POINTWISE_DEPTHWISE_H
 #define AF_KERNELS_FAST_POINTWISE_DEPTHWISE_H
 
+#include <stddef.h>
+
 #include "ir/shape/conv_geom.h"
 #include "kernels/kernel.h"
 
@@ -37,9 +39,14 @@ typedef struct af_pwdw_desc {
  * 1.2-3.1% (af_dw_blocked_fill_factor); the bound is not measured finer. */
 #define AF_PWDW_MAX_RECOMPUTE 0.12
 
+/* The largest expanded tensor, in bytes, left to the two unfused kernels on this CPU: 1 MiB on
+ * AMD and others, 0 on Intel (the measurements are in pointwise_depthwise.c). */
+size_t af_pwdw_min_expanded_bytes(void);
+
 /* Regroups the weights, for n_threads (the session's). AF_ERR_UNSUPPORTED, with the reason in err,
  * where the fused kernel does not apply (not AVX-512, a dilated or unusual geometry, an expanded
- * tensor of 1 MiB or less, or chunks that would recompute more than AF_PWDW_MAX_RECOMPUTE). */
+ * tensor of at most af_pwdw_min_expanded_bytes(), or chunks that would recompute more than
+ * AF_PWDW_MAX_RECOMPUTE). */
 af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, af_kernel *k, af_error *err);
 
 #endif
