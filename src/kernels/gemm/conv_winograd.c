@@ -6,6 +6,7 @@
 #include "kernels/fast/vec_internal.h"
 #include "kernels/gemm/gemm_internal.h"
 #include "util/alloc.h"
+#include "util/cpu.h"
 
 #define MAX_ALPHA 6 /* input pixels per tile side, m + 3 - 1, for the largest tile */
 
@@ -41,11 +42,16 @@ int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64
      * (49 tiles of 4x4) and 56x56 (196) layers ran 1.9x faster on F(4x4). F(2x2) on the 7x7
      * layers (16 tiles, 512 channels) ran 20-30% faster than the implicit GEMM on one thread, but
      * slower on two, whose blocks of 4 tiles leave the products' rows mostly empty: it takes 16
-     * tiles per thread. */
+     * tiles per thread. Those figures are AMD's (Zen 4 and 5). On Intel (a Xeon of family 6,
+     * model 207) the 7x7 layers ran 9-15% slower on F(2x2) than on the implicit GEMM on one
+     * thread too, profiled in the model with bench/inproc_ab.c; without it, one thread:
+     * ResNet-50 0.990 (80 pairs), ResNet-18 0.929, DenseNet-121 0.990, Inception-v3 (8x8)
+     * 1.006 (40 pairs each; bench/RESULTS.md, session 28). There it takes 32 tiles. */
     if (n_threads < 1) n_threads = 1;
     if (ceil_div(oh, 4) * ceil_div(ow, 4) >= 32) return 4;
     const int64_t tiles2 = ceil_div(oh, 2) * ceil_div(ow, 2);
-    if (tiles2 >= 32 || tiles2 >= 16 * (int64_t)n_threads) return 2;
+    const bool few_tiles_pay = af_cpu_info_get()->vendor != AF_CPU_VENDOR_INTEL;
+    if (tiles2 >= 32 || (few_tiles_pay && tiles2 >= 16 * (int64_t)n_threads)) return 2;
     return 0;
 }
 

@@ -45,7 +45,7 @@ typedef struct af_conv_winograd {
 /* The tile side to run this convolution with, 4 or 2, or 0 when Winograd is not the kernel to
  * use: it takes a 3x3 kernel at stride 1, dilation 1, groups 1, 16+ channels each way, and an
  * output plane with enough tiles for U to pay for itself on n_threads threads (measured on
- * ResNet-50's layers). */
+ * ResNet-50's layers; fewer than 32 tiles of 2x2 pay on AMD only). */
 int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64_t groups, int64_t cin,
                           int64_t cout, int64_t oh, int64_t ow, int n_threads);
 /* w is [cout, cin, 3, 3] float32, m 4 or 2. AF_ERR_OUT_OF_MEMORY, AF_ERR_INVALID_ARGUMENT, or
