@@ -351,7 +351,8 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
     af_epilogue_init(&after);
     CHECK(af_epilogue_vec(&after, AF_EPI_BIAS_COL, vec_n[0], NULL) == AF_OK);
     CHECK(af_epilogue_unary(&after, AF_EPI_GELU_ERF, 0, 0) == AF_OK);
-    /* 100 rows: 8x48 tiles with a 4-row edge; 128: packed for the 14x32 tile (AF_GEMM_NARROW_ROWS). */
+    /* 100 rows: 8x48 tiles with a 4-row edge; 128: packed for the 14x32 tile on AMD and others, for
+     * the 8x48 one on Intel (af_gemm_narrow_rows). */
     static const int64_t ms[] = {1, 2, 7, 8, 9, 16, 17, 33, 100, 128}, ns[] = {1, 16, 17, 47, 48, 49, 80, 150};
     static const int64_t ks[] = {5, 769};
     int cases = 0;
@@ -419,7 +420,8 @@ AF_TEST(gemm_wide_panels_match_narrow_bits) {
         static float b[3 * 100];
         const struct {
             int64_t rows, panel_w;
-        } want[] = {{0, 48}, {1, 32}, {7, 32}, {8, 48}, {AF_GEMM_NARROW_ROWS - 1, 48}, {AF_GEMM_NARROW_ROWS, 32}, {384, 32}};
+        } want[] = {{0, 48},  {1, 32}, {7, 32}, {8, 48}, {af_gemm_narrow_rows() - 1, 48}, {af_gemm_narrow_rows(), 32},
+                    {384, 32}};
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
             af_gemm_packed *pb = NULL;
             CHECK(af_gemm_pack_b_for_rows(AF_ISA_AVX512, want[i].rows, 1, 3, 100, b, 100, false, 0, &pb) == AF_OK);

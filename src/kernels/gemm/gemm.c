@@ -114,9 +114,11 @@ af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const 
     return pack_operand(isa, false, true, batch, N, K, B, ldb, !trans_b, stride_b, NULL, NULL, out);
 }
 
+int64_t af_gemm_narrow_rows(void) { return af_cpu_info_get()->vendor == AF_CPU_VENDOR_INTEL ? 257 : 128; }
+
 af_status af_gemm_pack_b_for_rows(af_isa isa, int64_t rows, int64_t batch, int64_t K, int64_t N, const float *B,
                                   int64_t ldb, bool trans_b, int64_t stride_b, af_gemm_packed **out) {
-    const bool wide = rows == 0 || (rows >= 8 && rows < AF_GEMM_NARROW_ROWS);
+    const bool wide = rows == 0 || (rows >= 8 && rows < af_gemm_narrow_rows());
     return pack_operand(isa, wide, true, batch, N, K, B, ldb, !trans_b, stride_b, NULL, NULL, out);
 }
 

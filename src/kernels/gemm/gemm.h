@@ -62,17 +62,22 @@ af_status af_gemm_pack_a(af_isa isa, int64_t batch, int64_t M, int64_t K, const 
 af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const float *B, int64_t ldb, bool trans_b,
                          int64_t stride_b, af_gemm_packed **out);
 /* af_gemm_pack_b for a B that will mostly meet `rows` rows of op(A) (0: unknown). On AVX-512,
- * with 8 to AF_GEMM_NARROW_ROWS - 1 rows or unknown, its panels are 48 columns wide for an 8x48
+ * with 8 to af_gemm_narrow_rows() - 1 rows or unknown, its panels are 48 columns wide for an 8x48
  * register tile instead of the 14x32 one; fewer rows keep the 14x32 panels and their gemv (a
  * classifier's batch 1), and so do more: the 14x32 tile spreads them evenly over 14-row panels
  * (128 as 13 and 12 rows) and loads fewer bytes of B per FMA, which counts where the weights come
- * from DRAM. Weights cycled through 16 copies (cold), rows x 3072 x 768, one thread: 96 rows 193 /
- * 186-189 GFLOP/s (8x48 / 14x32), 128 rows 182-185 / 189-192, 256 rows 167-171 / 172-174; BERT-base
- * (128 rows) 3% faster on the 14x32 tile at one thread, 2% at two (alternating runs,
- * bench/RESULTS.md session 18). The results are the same bits either way (the same K blocks, one
- * FMA per product in k order). */
-#define AF_GEMM_NARROW_ROWS 128
-af_status af_gemm_pack_b_for_rows(af_isa isa, int64_t rows, int64_t batch, int64_t K, int64_t N, const float *B,
+ * from DRAM. On AMD (Zen 5), weights cycled through 16 copies (cold), rows x 3072 x 768, one
+ * thread: 96 rows 193 / 186-189 GFLOP/s (8x48 / 14x32), 128 rows 182-185 / 189-192, 256 rows
+ * 167-171 / 172-174; BERT-base (128 rows) 3% faster on the 14x32 tile at one thread, 2% at two
+ * (alternating runs, bench/RESULTS.md session 18): there the limit is 128. On Intel (a Xeon of
+ * family 6, model 207) the 8x48 tile was the faster one up to 256 rows: BERT-base 0.964
+ * [quartiles 0.945-0.985] of the 14x32 tile's time at one thread, 0.987 [0.956-1.053] at two (40
+ * pairs, bench/inproc_ab.c), its MatMuls and fused attention 4-6% faster in the profile; ViT-B/16
+ * (197 rows) 0.976 / 0.972 (20 pairs); 30 copies cold, rows x 3072 x 768, mean GFLOP/s 8x48 /
+ * 14x32: 128 rows 113-132 / 95-128, 197 rows 130-138 / 100-115, 256 rows 146-157 / 140-149, 512
+ * rows 108-122 / 122-139 (session 28): there the limit is 257. The results are the same bits
+ * either way (the same K blocks, one FMA per product in k order). */
+int64_t af_gemm_narrow_rows(void);af_status af_gemm_pack_b_for_rows(af_isa isa, int64_t rows, int64_t batch, int64_t K, int64_t N, const float *B,
                                   int64_t ldb, bool trans_b, int64_t stride_b, af_gemm_packed **out);
 /* Writes item b of a batched operand into dst, laid out as the source of af_gemm_pack_b. */
 typedef void (*af_gemm_fill_fn)(void *ctx, int64_t b, float *dst);
