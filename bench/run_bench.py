@@ -104,6 +104,12 @@ def main():
     pairs = [(n, "ORT all") for n in af_names] + [(af_names[0], n) for n in af_names[1:]]
     paired_lines = ["| model | threads | " + " | ".join(f"{n} / {d}" for n, d in pairs) + " |"]
     paired_lines.append("|" + "---|" * (len(pairs) + 2))
+    # Each configuration's fastest process: on a host whose speed swings for seconds at a time
+    # (bench/RESULTS.md, session 28) a round's processes can land in different states, and the
+    # fastest of several rounds is each configuration in the host's fast state.
+    fastest_lines = ["| model | threads | " + " | ".join(f"{c[0]} ms" for c in cs) + " | " +
+                     " | ".join(f"{n} / {d}" for n, d in pairs) + " |"]
+    fastest_lines.append("|" + "---|" * (len(cs) + len(pairs) + 2))
     for model in a.models.split(","):
         model_dir = os.path.join(a.models_dir, model)
         if not os.path.exists(os.path.join(model_dir, "model.onnx")):
@@ -127,13 +133,18 @@ def main():
             lines.append(row)
             print(row, flush=True)
             paired_lines.append(f"| {model} | {threads} | " + " | ".join(paired(samples, n, d) for n, d in pairs) + " |")
+            low = {k: min(v) for k, v in samples.items()}
+            fastest_lines.append(f"| {model} | {threads} | " + " | ".join(f"{low[c[0]]:.2f}" for c in cs) + " | " +
+                                 " | ".join(f"{low[n] / low[d]:.2f}" for n, d in pairs) + " |")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cmd = "python3 bench/run_bench.py " + " ".join(sys.argv[1:])
     text = (f"\n### {stamp}: `{cmd}`\n\nMachine: {cpu_name()}, {os.cpu_count()} CPUs; {a.rounds} interleaved "
             f"rounds x {a.iterations} timed runs (+{a.warmup} warm-up) per configuration, each round's "
             f"processes on the same CPUs; medians of per-process medians.\n\n" + "\n".join(lines) + "\n\n"
             f"The same ratios taken within each round, median [min-max] over the {a.rounds} rounds:\n\n" +
-            "\n".join(paired_lines) + "\n")
+            "\n".join(paired_lines) + "\n\n"
+            f"Each configuration's fastest process (lowest per-process median over the {a.rounds} rounds) and "
+            f"their ratios:\n\n" + "\n".join(fastest_lines) + "\n")
     print(text)
     if a.write:
         with open(os.path.join(ROOT, a.write), "a") as f:

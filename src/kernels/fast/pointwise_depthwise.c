@@ -16,7 +16,7 @@
 #define LANES 16
 /* Pixels one register tile expands: their accumulators and a weight vector stay in registers. */
 #define PIXELS 16
-/* On AMD (Zen 4 and 5) the fusion pays where the expanded tensor would not stay in L2 between the
+/* On AMD (an EPYC of family 26, session 21) the fusion pays where the expanded tensor would not stay in L2 between the
  * kernels. MobileNetV3-L with every expand + depthwise pair fused (features.3 to .15, 0.9 MB down
  * to 0.2 MB expanded) against this gate (features.2 alone), per pair, medians of 3 alternating
  * profiles of 300 runs: at one thread (one CPU) -4 to +11% on features.3-.13 and +31% on .14-.15

@@ -42,7 +42,7 @@ int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64
      * (49 tiles of 4x4) and 56x56 (196) layers ran 1.9x faster on F(4x4). F(2x2) on the 7x7
      * layers (16 tiles, 512 channels) ran 20-30% faster than the implicit GEMM on one thread, but
      * slower on two, whose blocks of 4 tiles leave the products' rows mostly empty: it takes 16
-     * tiles per thread. Those figures are AMD's (Zen 4 and 5). On Intel (a Xeon of family 6,
+     * tiles per thread. Those figures are AMD EPYC ones. On Intel (a Xeon of family 6,
      * model 207) the 7x7 layers ran 9-15% slower on F(2x2) than on the implicit GEMM on one
      * thread too, profiled in the model with bench/inproc_ab.c; without it, one thread:
      * ResNet-50 0.990 (80 pairs), ResNet-18 0.929, DenseNet-121 0.990, Inception-v3 (8x8)

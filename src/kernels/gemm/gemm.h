@@ -77,7 +77,8 @@ af_status af_gemm_pack_b(af_isa isa, int64_t batch, int64_t K, int64_t N, const 
  * 14x32: 128 rows 113-132 / 95-128, 197 rows 130-138 / 100-115, 256 rows 146-157 / 140-149, 512
  * rows 108-122 / 122-139 (session 28): there the limit is 257. The results are the same bits
  * either way (the same K blocks, one FMA per product in k order). */
-int64_t af_gemm_narrow_rows(void);af_status af_gemm_pack_b_for_rows(af_isa isa, int64_t rows, int64_t batch, int64_t K, int64_t N, const float *B,
+int64_t af_gemm_narrow_rows(void);
+af_status af_gemm_pack_b_for_rows(af_isa isa, int64_t rows, int64_t batch, int64_t K, int64_t N, const float *B,
                                   int64_t ldb, bool trans_b, int64_t stride_b, af_gemm_packed **out);
 /* Writes item b of a batched operand into dst, laid out as the source of af_gemm_pack_b. */
 typedef void (*af_gemm_fill_fn)(void *ctx, int64_t b, float *dst);
