@@ -24,7 +24,8 @@ typedef enum af_isa {
 } af_isa;
 
 /* Who made the CPU (CPUID leaf 0), where a kernel's best choice was measured to differ between
- * them (af_pwdw_min_expanded_bytes, af_conv_winograd_tile, af_gemm_narrow_rows). */
+ * them (af_pwdw_min_expanded_bytes, af_conv_winograd_tile, af_gemm_narrow_rows, gemm.c's
+ * choose_order). */
 typedef enum af_cpu_vendor { AF_CPU_VENDOR_OTHER = 0, AF_CPU_VENDOR_INTEL, AF_CPU_VENDOR_AMD } af_cpu_vendor;
 
 typedef struct af_cpu_info {

@@ -278,9 +278,14 @@ static void choose_tasks(gemm_run *r, int n_threads) {
  * lines demand misses. 1x1 convs with K <= 128, ResNet-50 layer1 conv3 + residual + ReLU (K = 64):
  * 1.41 -> 1.24 ms per layer; MobileNetV3-L at 1 thread 2% faster (alternating runs in one
  * process). With K = 256 (ResNet-50's conv1 layers) the row sweep, whose B panels then come from
- * L2, was 0.1 ms slower per layer. The desc's order forces one (the test that both give the same
- * bits); so does AF_GEMM_ORDER=rows|cols in the environment, read once per process (for A/B
- * measurements of whole models). */
+ * L2, was 0.1 ms slower per layer. Those were AMD EPYC figures. On Intel (a Xeon of family 6,
+ * model 207: 2 MiB of L2) the column sweep was the faster one there too: ResNet-50's 56x56 1x1
+ * convs (K = 64) 2-18% faster on it, those with K = 128 within 4% either way, profiled in the
+ * model; the whole model 0.985 / 0.981 at one / two threads (30 pairs, bench/inproc_ab.c),
+ * MobileNetV3-L 0.996 / 0.981 (200 pairs; bench/RESULTS.md, session 28). So the rows go outside
+ * on other vendors only. The desc's order forces one (the test that both give the same bits); so
+ * does AF_GEMM_ORDER=rows|cols in the environment, read once per process (for A/B measurements of
+ * whole models). */
 static af_gemm_order env_order(void) {
     static atomic_int cached = -1; /* every thread reads the same environment: a race stores the same */
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
@@ -295,7 +300,8 @@ static af_gemm_order env_order(void) {
 static bool choose_order(const gemm_run *r) {
     const af_gemm_order o = r->d->order != AF_GEMM_ORDER_AUTO ? r->d->order : env_order();
     if (o != AF_GEMM_ORDER_AUTO) return o == AF_GEMM_ORDER_ROWS;
-    return !r->d->packed_b && r->tm > r->cfg->mr && r->tn > r->cfg->nr && r->bl.kc <= 128;
+    return !r->d->packed_b && r->tm > r->cfg->mr && r->tn > r->cfg->nr && r->bl.kc <= 128 &&
+           af_cpu_info_get()->vendor != AF_CPU_VENDOR_INTEL;
 }
 
 const float *af_gemm_packed_item(const af_gemm_packed *p, int64_t b) {
