@@ -161,6 +161,21 @@ static void find(const af_graph *g, af_fusion_candidates *cs) {
     CHECK(find_cfg(g, &cfg, cs) == AF_OK);
 }
 
+/* One rule parsed from text (file names it in errors), and its candidates in g with the default
+ * config. */
+static void find_with_rule(const char *text, const char *file, const af_graph *g, af_fusion_candidates *cs) {
+    af_rule_set *rs = NULL;
+    af_error err = {0};
+    CHECK(af_rules_new(&rs, &err) == AF_OK);
+    CHECK(af_rules_parse(rs, text, file, &err) == AF_OK);
+    if (err.message[0]) printf("  %s\n", err.message);
+    CHECK_EQ_INT(af_rules_count(rs), 1);
+    af_fusion_config cfg;
+    af_fusion_config_default(&cfg);
+    CHECK(af_pattern_find(g, rs, &cfg, cs, &err) == AF_OK);
+    af_rules_free(rs);
+}
+
 /* Candidates of rule `rule` that are undecided (legal, left to the cost layer) / rejected. */
 static int count_rule(const af_fusion_candidates *cs, const char *rule, bool legal) {
     int n = 0;
@@ -797,12 +812,6 @@ AF_TEST(pattern_rules_syntax) {
                        "  where a.1 same_shape\n"
                        "  where r.min >= -inf\n"
                        "end\n";
-    af_rule_set *rs = NULL;
-    af_error err = {0};
-    CHECK(af_rules_new(&rs, &err) == AF_OK);
-    CHECK(af_rules_parse(rs, text, "all.rules", &err) == AF_OK);
-    if (err.message[0]) printf("  %s\n", err.message);
-    CHECK_EQ_INT(af_rules_count(rs), 1);
     /* on Conv (strides 1) + Add of a same-shaped tensor + Clip */
     builder b = build_new(17);
     int x = input(&b, 4, nchw);
@@ -811,14 +820,11 @@ AF_TEST(pattern_rules_syntax) {
     attr_ints(&b, "strides", 2, s11);
     af_graph *g = finish(&b, clip(&b, node2(&b, "Add", x, y), -1.0f, 1.0f));
     af_fusion_candidates cs = {0};
-    af_fusion_config cfg;
-    af_fusion_config_default(&cfg);
-    CHECK(af_pattern_find(g, rs, &cfg, &cs, &err) == AF_OK);
+    find_with_rule(text, "all.rules", g, &cs);
     CHECK_EQ_INT(cs.n, 1);
     CHECK(cs.n == 1 && cs.items[0].n_nodes == 3 && !strcmp(cs.items[0].rule, "all_forms") && !cs.items[0].reason[0]);
     af_fusion_candidates_free(&cs);
     af_graph_free(g);
-    af_rules_free(rs);
 }
 
 /* `edge N.* = SRC` locates SRC by itself: with the anchor an Add and MatMul reachable only through
@@ -831,23 +837,16 @@ AF_TEST(pattern_star_edge_locates_its_source) {
                        "  anchor add\n"
                        "  edge add.* = mm\n"
                        "end\n";
-    af_rule_set *rs = NULL;
-    af_error err = {0};
-    CHECK(af_rules_new(&rs, &err) == AF_OK);
-    CHECK(af_rules_parse(rs, text, "star.rules", &err) == AF_OK);
     static const int64_t d[2] = {4, 4};
     builder b = build_new(17);
     int x = input(&b, 2, d);
     af_graph *g = finish(&b, node2(&b, "Add", x, node2(&b, "MatMul", x, x)));
     af_fusion_candidates cs = {0};
-    af_fusion_config cfg;
-    af_fusion_config_default(&cfg);
-    CHECK(af_pattern_find(g, rs, &cfg, &cs, &err) == AF_OK);
+    find_with_rule(text, "star.rules", g, &cs);
     CHECK_EQ_INT(cs.n, 1);
     CHECK(cs.n == 1 && cs.items[0].n_nodes == 2 && !strcmp(cs.items[0].rule, "star_source"));
     af_fusion_candidates_free(&cs);
     af_graph_free(g);
-    af_rules_free(rs);
 }
 
 /* ---- region discovery ------------------------------------------------------------------------ */
