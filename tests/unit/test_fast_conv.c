@@ -51,6 +51,8 @@ AF_TEST(fast_conv_matches_reference) {
                 {1, 5, 5, w, w, 3, 1, 2, 5, true, 2, 0}, /* depthwise dilated */
                 {1, 5, 5, w, w, 3, 1, 1, 5, false, 1, 2}, /* depthwise, pads 1 and 2 (taller output) */
                 {1, 5, 5, w, w, 5, 2, 2, 5, false, 2, 3}, /* depthwise dilated stride 2, uneven pads */
+                {1, 4, 4, w, w, 2, 3, 1, 4, true, 0, 0},  /* depthwise: stride 3 > kernel 2 (2 of 3 phases) */
+                {1, 4, 4, w, w, 1, 2, 0, 4, false, 0, 0}, /* depthwise 1x1 stride 2 (one phase) */
                 {1, 3, 40, w, w, 7, 2, 3, 1, true, 0, 0},  /* implicit: a 7x7 stride-2 stem, 2 panels */
                 {1, 5, 33, w, w, 1, 2, 0, 1, false, 0, 0}, /* implicit: 1x1 stride 2, a 1-channel panel */
                 {1, 6, 9, w, w + 2, 3, 2, 1, 1, true, 0, 2}, /* implicit: stride 2, uneven pads */
@@ -263,6 +265,7 @@ AF_TEST(fast_conv_depthwise_applies_its_epilogue) {
         {2, 24, 24, 57, 57, 5, 2, 2, 24, true, 0, 0},   /* stride 2, batch 2 */
         {1, 17, 17, 7, 7, 5, 1, 2, 17, true, 0, 0},     /* 7x7 planes, one channel past a group */
         {1, 20, 20, 15, 15, 3, 1, 2, 20, true, 2, 1},   /* dilated, uneven pads */
+        {1, 3, 3, 40, 37, 33, 2, 16, 3, true, 0, 0},    /* 33x33: past the phase path's 32 a side */
     };
     check_cases(cases, sizeof cases / sizeof cases[0], depthwise_kernel, NULL, in_place_never);
 }
