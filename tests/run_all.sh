@@ -40,8 +40,10 @@ suite onnx-node-tests-unfused "$BUILD/test_conformance" --level 0
 # Real models: ONNX Runtime 1.30 references, rtol 1e-3 / atol 1e-4 (the tolerance).
 suite model-fixtures-fused "$BUILD/test_conformance" --dir tests/models --rtol 1e-3 --atol 1e-4
 suite model-fixtures-unfused "$BUILD/test_conformance" --dir tests/models --rtol 1e-3 --atol 1e-4 --level 0
-# Every ISA level the kernels have must give the same answers (AF_ISA lowers the level).
+# Every ISA level the kernels have must give the same answers (AF_ISA lowers the level), and the
+# unit tests must pass where the CPU has no AVX-512 or no AVX2 at all.
 for isa in avx2 scalar; do
+    suite "unit-$isa" env AF_ISA=$isa "$BUILD/test_unit"
     suite "onnx-node-tests-$isa" env AF_ISA=$isa "$BUILD/test_conformance"
     suite "model-fixtures-$isa" env AF_ISA=$isa "$BUILD/test_conformance" --dir tests/models --rtol 1e-3 --atol 1e-4
 done
