@@ -3,6 +3,7 @@
  * GFLOP/s on the steps with contractions, summing to the run's total, and the share of the two
  * threads' time each step left idle. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,7 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
             CHECK(strstr(text, "Cast+Sub+Mul '/Mul' [fused_elementwise_region]") != NULL);
             CHECK(strstr(text, "(null)") == NULL);
             CHECK(strstr(text, "threads: 2, idle ") != NULL);
-            double total = 0, sum = 0;
+            double total = 0, sum = 0, slack = 0;
             const char *c = strstr(text, "contractions: ");
             CHECK(c != NULL);
             if (c) total = atof(c + strlen("contractions: "));
@@ -73,6 +74,8 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
                 if (strstr(line, "Unsqueeze '/Unsqueeze' [reference]")) serial_half = idle == 50.0;
                 if (sscanf(rest, "%lf", &rate) == 1) {
                     sum += rate * ms / 1000.0; /* GFLOP/s x ms = MFLOP; GFLOP as the total */
+                    /* What the printing can account for: the rate to 0.1 GFLOP/s, ms to 1e-4. */
+                    slack += (0.05 * ms + (rate + 0.05) * 0.00005) / 1000.0;
                     rated++;
                 }
             }
@@ -81,7 +84,13 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
             CHECK(serial_half);
             CHECK(rated > 0 && rated < steps);
             CHECK(total > 0);
-            CHECK_NEAR(sum, total, 0, 0.02); /* the rates are printed to 0.1 GFLOP/s */
+            /* The rates are printed to 0.1 GFLOP/s, the total to 4 digits: the sum may miss it by
+             * what that rounding allows and no more. A fixed 2% held where the kernels run fast,
+             * not on the scalar kernels under the sanitizers (0.0257 against 0.0263), whose
+             * rates are a few GFLOP/s. */
+            if (fabs(sum - total) > slack + 0.0005 * total)
+                af_test_fail(__FILE__, __LINE__, "rates x times sum to %.6f GFLOP, the total is %.6f (rounding allows %.6f)",
+                             sum, total, slack + 0.0005 * total);
             free(text);
         }
     }
