@@ -3,7 +3,6 @@
  * GFLOP/s on the steps with contractions, summing to the run's total, and the share of the two
  * threads' time each step left idle. */
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,9 +87,7 @@ AF_TEST(profile_names_every_step_and_rates_contractions) {
              * what that rounding allows and no more. A fixed 2% held where the kernels run fast,
              * not on the scalar kernels under the sanitizers (0.0257 against 0.0263), whose
              * rates are a few GFLOP/s. */
-            if (fabs(sum - total) > slack + 0.0005 * total)
-                af_test_fail(__FILE__, __LINE__, "rates x times sum to %.6f GFLOP, the total is %.6f (rounding allows %.6f)",
-                             sum, total, slack + 0.0005 * total);
+            CHECK_NEAR(sum, total, slack, 0.0005);
             free(text);
         }
     }
