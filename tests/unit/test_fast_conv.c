@@ -237,6 +237,8 @@ AF_TEST(fast_conv_implicit_gemm_applies_its_epilogue) {
         {1, 24, 70, 15, 15, 3, 2, 1, 1, true, 0, 0},  /* stride 2, three panels */
         {1, 40, 36, 13, 13, 1, 1, 0, 1, true, 0, 0},  /* pointwise on a small plane */
         {1, 600, 40, 14, 15, 1, 1, 0, 1, true, 0, 0}, /* pointwise, two blocks of 8 and 7 tiles */
+        {1, 480, 112, 14, 14, 1, 1, 0, 1, true, 0, 0}, /* pointwise, four blocks of 3 + 4 + 3 + 4 tiles
+                                                          at 2 threads (MobileNetV3-L's) */
         {1, 3, 16, 45, 37, 3, 2, 1, 1, true, 0, 0},   /* a MobileNet stem: 3 channels, 3x3 stride 2 */
         {2, 5, 13, 19, 21, 5, 1, 2, 1, true, 0, 1},   /* 5x5, a partial channel vector, batch 2 */
         {1, 7, 1, 15, 15, 1, 1, 0, 1, true, 0, 0},    /* pointwise to one channel */
