@@ -212,3 +212,60 @@ AF_TEST(dynamic_bert_attention_fuses_and_matches_unfused) {
     af_session_free(plain);
     af_model_free(m);
 }
+
+/* A CNN with a symbolic batch, x: [n, 16, 8, 8]: Conv + Relu; a 1x1 Conv + residual Add + Relu;
+ * a squeeze-excite block (its gate [n, 16, 1, 1], one per channel of each image). Each convolution
+ * epilogue needs only the image's shape, [C, H, W], and the squeeze-excite kernel takes the batch
+ * per run, so all three fuse as they do at a static batch. */
+static af_model *cnn_model(void) {
+    static float w1[16 * 16 * 9], b1[16], w2[16 * 16], b2[16], f1[4 * 16], c1[4], f2[16 * 4], c2[16];
+    for (int i = 0; i < 16 * 16 * 9; i++) w1[i] = 0.1f * frand();
+    for (int i = 0; i < 16 * 16; i++) w2[i] = 0.25f * frand();
+    for (int i = 0; i < 64; i++) f1[i] = 0.5f * frand(), f2[i] = 0.5f * frand();
+    for (int i = 0; i < 16; i++) b1[i] = 0.5f * frand(), b2[i] = 0.5f * frand(), c2[i] = frand();
+    for (int i = 0; i < 4; i++) c1[i] = frand();
+    ob_model *b = ob_new(13);
+    const char *x = ob_input(b, 4, (int64_t[]){-1, 16, 8, 8});
+    const char *in1[3] = {x, ob_const(b, 4, (int64_t[]){16, 16, 3, 3}, w1), ob_const(b, 1, (int64_t[]){16}, b1)};
+    const char *conv1 = ob_node(b, "Conv", 3, in1);
+    ob_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    const char *a = ob_node1(b, "Relu", conv1);
+    const char *in2[3] = {a, ob_const(b, 4, (int64_t[]){16, 16, 1, 1}, w2), ob_const(b, 1, (int64_t[]){16}, b2)};
+    const char *r = ob_node1(b, "Relu", ob_node2(b, "Add", ob_node(b, "Conv", 3, in2), x));
+    const char *p = ob_node1(b, "GlobalAveragePool", r);
+    const char *in3[3] = {p, ob_const(b, 4, (int64_t[]){4, 16, 1, 1}, f1), ob_const(b, 1, (int64_t[]){4}, c1)};
+    const char *h = ob_node1(b, "Relu", ob_node(b, "Conv", 3, in3));
+    const char *in4[3] = {h, ob_const(b, 4, (int64_t[]){16, 4, 1, 1}, f2), ob_const(b, 1, (int64_t[]){16}, c2)};
+    const char *gate = ob_node1(b, "HardSigmoid", ob_node(b, "Conv", 3, in4));
+    ob_output(b, ob_node2(b, "Mul", gate, r));
+    return load(b);
+}
+
+AF_TEST(dynamic_batch_convs_fuse_and_match_unfused) {
+    af_model *m = cnn_model();
+    CHECK(m != NULL);
+    af_session *fused = m ? af_test_session(m, 3, NULL) : NULL, *plain = m ? af_test_session(m, 0, NULL) : NULL;
+    CHECK(fused && plain);
+    if (fused && plain) {
+        CHECK_EQ_INT(af_session_n_steps(plain), 11);
+        CHECK_EQ_INT(af_session_n_steps(fused), 3); /* Conv+Relu, Conv+Add+Relu, squeeze-excite */
+    }
+    for (int64_t n = 1; fused && plain && n <= 3; n++) {
+        const int64_t numel = n * 16 * 8 * 8;
+        float *xd = malloc((size_t)numel * sizeof *xd);
+        for (int64_t k = 0; xd && k < numel; k++) xd[k] = frand();
+        af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {n, 16, 8, 8}, .data = xd};
+        const char *names[1] = {"in0"};
+        af_error err = {0};
+        CHECK(af_session_run(fused, 1, names, &in, &err) == AF_OK);
+        CHECK(af_session_run(plain, 1, names, &in, &err) == AF_OK);
+        const af_tensor *yf = af_session_output(fused, 0), *yp = af_session_output(plain, 0);
+        CHECK(yf && yp && yf->rank == 4 && yf->dims[0] == n);
+        const int64_t bad = af_test_count_beyond(yf, yp, 1e-4, 1e-5);
+        if (bad) af_test_fail(__FILE__, __LINE__, "batch %lld: %lld values differ", (long long)n, (long long)bad);
+        free(xd);
+    }
+    af_session_free(fused);
+    af_session_free(plain);
+    af_model_free(m);
+}

@@ -188,7 +188,9 @@ static bool clip_bound(const af_graph *g, const af_node *n, bool upper, double *
     return true;
 }
 
-/* t broadcasts against out along one axis only (all other dims 1), or has one element. */
+/* t broadcasts against out along one axis only (all other dims 1), or has one element. Along
+ * axis 1 (per channel), t may also have out's batch, axis 0 (a squeeze-excite gate, one per
+ * channel of each image; a symbolic batch matches a symbolic one, as in same_shape). */
 static bool broadcasts_along(const af_tensor *t, const af_tensor *out, bool last) {
     if (t->rank < 0 || out->rank < 1 || t->rank > out->rank) return false;
     if (af_tensor_numel(t) == 1) return true;
@@ -197,7 +199,8 @@ static bool broadcasts_along(const af_tensor *t, const af_tensor *out, bool last
     int off = out->rank - t->rank;
     for (int d = 0; d < out->rank; d++) {
         int64_t td = d < off ? 1 : t->dims[d - off];
-        if (d == axis ? td != out->dims[axis] : td != 1) return false;
+        const bool batch = !last && d == 0 && off == 0 && td == out->dims[0];
+        if (d == axis ? td != out->dims[axis] : td != 1 && !batch) return false;
     }
     return true;
 }

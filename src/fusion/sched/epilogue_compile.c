@@ -287,6 +287,15 @@ static int recognize_run(compile *c, const af_node *const *nodes, int avail, int
     return 0;
 }
 
+/* A convolution output whose dims but the first (the batch) are known: [N, C, H, W], N maybe
+ * symbolic; other ranks need every dim. */
+static bool conv_image_static(const af_tensor *out) {
+    if (out->rank != 4) return af_tensor_numel(out) >= 0;
+    for (int d = 1; d < 4; d++)
+        if (out->dims[d] < 0) return false;
+    return true;
+}
+
 bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *cand, af_step *s, af_tensor *w_override,
                                af_tensor *b_override, char *why, size_t why_size) {
     const af_node *anchor = &g->nodes[cand->anchor];
@@ -295,11 +304,12 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
                  .bias_value = anchor->op == AF_OP_CONV && anchor->n_inputs > 2 ? anchor->inputs[2] : -1};
     /* A MatMul/Gemm output may have symbolic rows (a dynamic batch or sequence): the kernel takes
      * M from the actual input, and the epilogue's vectors run along the static last dimension. A
-     * convolution's residual stride and vectors need its whole shape. */
+     * convolution's residual stride and vectors need its image's shape, [C, H, W]: the batch may
+     * be symbolic, the kernel running image by image (a residual's shape is checked per run). */
     if (out->rank < 2 || out->dtype != AF_DTYPE_FLOAT)
         return fail(&c, "the anchor's output is not float32 of rank 2 or more%s", "");
-    if (c.conv ? af_tensor_numel(out) < 0 : out->dims[out->rank - 1] < 0)
-        return fail(&c, c.conv ? "the convolution's output shape is not static%s"
+    if (c.conv ? !conv_image_static(out) : out->dims[out->rank - 1] < 0)
+        return fail(&c, c.conv ? "the convolution's output shape is not static (but for its batch)%s"
                                : "the anchor's output has a symbolic last dimension%s",
                     "");
     c.channels = c.conv ? out->dims[1] : out->dims[out->rank - 1];

@@ -18,13 +18,13 @@ static const float *const_floats(const af_graph *g, const af_node *n, int k, int
     return k < n->n_inputs ? af_sched_const_floats(g, n->inputs[k], numel) : NULL;
 }
 
-/* A static float32 [1.., C, H, W] value. */
+/* A float32 [N, C, H, W] value with C, H and W known, N known or symbolic (not 0). */
 static const af_tensor *static_nchw(const af_graph *g, int v) {
     const af_tensor *t = v >= 0 ? &g->values[v].t : NULL;
     if (!t || t->dtype != AF_DTYPE_FLOAT || t->rank != 4) return NULL;
-    for (int i = 0; i < 4; i++)
+    for (int i = 1; i < 4; i++)
         if (t->dims[i] < 1) return NULL;
-    return t;
+    return t->dims[0] != 0 ? t : NULL; /* the batch may be symbolic: the kernel takes N per run */
 }
 
 /* What follows a conv in the group: an optional BatchNormalization, then an optional activation. */
