@@ -3,6 +3,7 @@
  * Reshape chains exporters emit. */
 #include <string.h>
 
+#include "ir/fold_partial.h"
 #include "ir/op_ctx.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -50,6 +51,20 @@ static af_status fold_shape_query(af_graph *g, af_node *n, bool *done, af_error 
     return AF_OK;
 }
 
+/* Whether shape `now` knows more than `old` and nothing else: a dim known in old is the same in
+ * now, and some dim unknown in old is known in now (a symbolic batch leaves the rest static). */
+static bool more_known(const af_tensor *old, const af_tensor *now) {
+    if (now->rank < 0 || now->dtype != old->dtype) return false;
+    if (old->rank < 0) return true;
+    if (old->rank != now->rank) return false;
+    bool more = false;
+    for (int d = 0; d < old->rank; d++) {
+        if (old->dims[d] >= 0 && now->dims[d] != old->dims[d]) return false;
+        more |= old->dims[d] < 0 && now->dims[d] >= 0;
+    }
+    return more;
+}
+
 /* Inputs folded earlier in this pass (a Concat of shape pieces) may tell n's shape function what it
  * could not know at load (the shape Expand gets): outputs whose size is still unknown take what it
  * infers now. A failure leaves them as they were; the node then is not folded. Nodes that do not
@@ -75,12 +90,22 @@ static void refresh_shapes(af_graph *g, const af_node *n, const af_op_info_t *in
     if (info->infer(&c) != AF_OK) return;
     for (int o = 0; o < n->n_outputs; o++) {
         af_tensor *t = outs[o] ? &g->values[n->outputs[o]].t : NULL;
-        if (t && af_tensor_numel(t) < 0 && af_tensor_numel(&now[o]) >= 0 && now[o].dtype == t->dtype)
+        if (t && ((af_tensor_numel(t) < 0 && af_tensor_numel(&now[o]) >= 0 && now[o].dtype == t->dtype) ||
+                  more_known(t, &now[o])))
             af_shape_copy(t, &now[o]);
     }
 }
 
+static af_status fold(af_graph *g, size_t max_bytes, af_shape_data *sd, af_error *err);
+
 af_status af_graph_fold_constants(af_graph *g, size_t max_bytes, af_error *err) {
+    af_shape_data *sd = af_shape_data_new(g->n_values);
+    af_status st = fold(g, max_bytes, sd, err);
+    af_shape_data_free(sd);
+    return st;
+}
+
+static af_status fold(af_graph *g, size_t max_bytes, af_shape_data *sd, af_error *err) {
     for (int i = 0; i < g->n_nodes; i++) {
         af_node *n = &g->nodes[i];
         const af_op_info_t *info = af_op_info(n->op);
@@ -93,7 +118,13 @@ af_status af_graph_fold_constants(af_graph *g, size_t max_bytes, af_error *err) 
             if (done) continue;
         }
         refresh_shapes(g, n, info);
-        if (n->n_inputs == 0 || !all_inputs_const(g, n)) continue;
+        if (n->n_inputs > 0 && !all_inputs_const(g, n)) {
+            bool folded;
+            af_status st = af_fold_partial(g, n, sd, &folded, err);
+            if (st != AF_OK) return st;
+            continue;
+        }
+        if (n->n_inputs == 0) continue;
         bool fits = true;
         for (int o = 0; o < n->n_outputs; o++) {
             if (n->outputs[o] < 0) continue;

@@ -140,7 +140,13 @@ static int projection(const af_graph *g, const af_fusion_candidate *c, int v, co
     if (!r || r->op != AF_OP_RESHAPE || r->inputs[0] < 0) return -1;
     const af_tensor *rs = &g->values[r->outputs[0]].t, *src = &g->values[r->inputs[0]].t;
     if (src->rank != 3 || src->dtype != AF_DTYPE_FLOAT) return -1; /* from inside: see inner_projection */
-    if (rs->rank == 4 && rs->dims[2] > 0 && rs->dims[3] > 0) {
+    /* With a constant target the Reshape's dims are what inference says (a 0 copies x's dim, so an
+     * unknown one there is x's); with a target computed at run time only known dims prove that it
+     * keeps x's first two (partial folding may know H and D and not them: then the form must). */
+    const bool target_const = r->n_inputs > 1 && r->inputs[1] >= 0 && g->values[r->inputs[1]].kind == AF_VALUE_CONST;
+    bool first_two_known = true;
+    for (int d = 0; d < 2 && rs->rank == 4; d++) first_two_known &= rs->dims[d] >= 0 && src->dims[d] >= 0;
+    if (rs->rank == 4 && rs->dims[2] > 0 && rs->dims[3] > 0 && (target_const || first_two_known)) {
         if (src->dims[2] >= 0 && rs->dims[2] * rs->dims[3] != src->dims[2]) return -1;
         for (int d = 0; d < 2; d++) /* dims unknown until run time (dynamic shapes) pass */
             if (rs->dims[d] >= 0 && src->dims[d] >= 0 && rs->dims[d] != src->dims[d]) return -1;

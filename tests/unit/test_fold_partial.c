@@ -1,0 +1,165 @@
+/* Partial folding of shape arithmetic (src/ir/fold_partial.c): with a symbolic batch, the
+ * Shape -> Gather -> Concat -> Reshape chains exporters write still give the sizes they fix (a
+ * channel shuffle's, a Resize to another tensor's plane), so the convolutions after them keep
+ * static [C, H, W] and fuse; where a dim is not provably the input's, nothing is guessed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autofusion.h"
+#include "ir/graph.h"
+#include "ir/model.h"
+#include "onnx_build.h"
+#include "unit.h"
+
+static unsigned seed = 11u;
+static float frand(void) {
+    seed = seed * 1664525u + 1013904223u;
+    return (float)(seed >> 8) / 8388608.0f - 1.0f;
+}
+
+static const char *i64(ob_model *b, int64_t v) { return ob_const_i64(b, 1, (int64_t[]){1}, (int64_t[]){v}); }
+static const char *scalar_i64(ob_model *b, int64_t v) { return ob_const_i64(b, 0, NULL, (int64_t[]){v}); }
+
+/* Shape(x)[k] as a one-element vector, the way torch exports x.size(k) into a shape. */
+static const char *dim_of(ob_model *b, const char *x, int64_t k) {
+    const char *g = ob_node2(b, "Gather", ob_node1(b, "Shape", x), scalar_i64(b, k));
+    return ob_node2(b, "Unsqueeze", g, i64(b, 0));
+}
+
+/* The dims of value `name` after loading. */
+static void dims_of(const af_model *m, const char *name, int64_t out[AF_MAX_RANK], int *rank) {
+    const int v = af_graph_find_value(m->graph, name);
+    *rank = v >= 0 ? m->graph->values[v].t.rank : -2;
+    for (int d = 0; v >= 0 && d < *rank && d < AF_MAX_RANK; d++) out[d] = m->graph->values[v].t.dims[d];
+}
+
+/* ShuffleNetV2's channel shuffle of x: [n, 8, 4, 4] as torch exports it, then a 1x1 Conv + Relu:
+ *   x.view(b, 2, c // 2, h, w).transpose(1, 2).view(b, -1, h, w)  (b, c, h, w = x.size()) */
+static af_model *shuffle_model(char *shuffled, size_t size) {
+    static float w[8 * 8], bias[8];
+    for (int i = 0; i < 64; i++) w[i] = 0.3f * frand();
+    for (int i = 0; i < 8; i++) bias[i] = 0.2f * frand();
+    ob_model *b = ob_new(13);
+    const char *x = ob_input(b, 4, (int64_t[]){-1, 8, 4, 4});
+    const char *half = ob_node2(b, "Div", dim_of(b, x, 1), i64(b, 2));
+    const char *t1 = ob_node(b, "Concat", 5, (const char *[]){dim_of(b, x, 0), i64(b, 2), half, dim_of(b, x, 2), dim_of(b, x, 3)});
+    ob_attr_i(b, "axis", 0);
+    const char *tr = ob_node1(b, "Transpose", ob_node2(b, "Reshape", x, t1));
+    ob_attr_ints(b, "perm", 5, (int64_t[]){0, 2, 1, 3, 4});
+    const char *t2 = ob_node(b, "Concat", 4, (const char *[]){dim_of(b, x, 0), i64(b, -1), dim_of(b, x, 2), dim_of(b, x, 3)});
+    ob_attr_i(b, "axis", 0);
+    const char *r2 = ob_node2(b, "Reshape", tr, t2);
+    snprintf(shuffled, size, "%s", r2);
+    const char *ins[3] = {r2, ob_const(b, 4, (int64_t[]){8, 8, 1, 1}, w), ob_const(b, 1, (int64_t[]){8}, bias)};
+    ob_output(b, ob_node1(b, "Relu", ob_node(b, "Conv", 3, ins)));
+    af_error err = {0};
+    af_model *m = ob_load(b, &err);
+    ob_free(b);
+    return m;
+}
+
+AF_TEST(fold_partial_channel_shuffle_keeps_its_sizes) {
+    char shuffled[128];
+    af_model *m = shuffle_model(shuffled, sizeof shuffled);
+    CHECK(m != NULL);
+    if (!m) return;
+    int64_t d[AF_MAX_RANK];
+    int rank;
+    dims_of(m, shuffled, d, &rank);
+    /* [batch, 8, 4, 4]: the -1 solved through the Transpose, c // 2 folded. */
+    CHECK_EQ_INT(rank, 4);
+    if (rank == 4) {
+        CHECK_EQ_INT(d[0], -1);
+        CHECK_EQ_INT(d[1], 8);
+        CHECK_EQ_INT(d[2], 4);
+        CHECK_EQ_INT(d[3], 4);
+    }
+    af_session *fused = af_test_session(m, 3, NULL), *plain = af_test_session(m, 0, NULL);
+    CHECK(fused && plain);
+    for (int64_t n = 1; fused && plain && n <= 3; n++) {
+        const int64_t numel = n * 8 * 4 * 4;
+        float *xd = malloc((size_t)numel * sizeof *xd);
+        for (int64_t k = 0; xd && k < numel; k++) xd[k] = frand();
+        af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {n, 8, 4, 4}, .data = xd};
+        const char *names[1] = {"in0"};
+        af_error err = {0};
+        CHECK(af_session_run(fused, 1, names, &in, &err) == AF_OK);
+        CHECK(af_session_run(plain, 1, names, &in, &err) == AF_OK);
+        const af_tensor *yf = af_session_output(fused, 0), *yp = af_session_output(plain, 0);
+        CHECK(yf && yp && yf->rank == 4 && yf->dims[0] == n && yf->dims[1] == 8);
+        const int64_t bad = af_test_count_beyond(yf, yp, 1e-5, 1e-6);
+        if (bad) af_test_fail(__FILE__, __LINE__, "batch %lld: %lld values differ", (long long)n, (long long)bad);
+        free(xd);
+    }
+    /* The Conv + Relu fused: it needs the shuffled tensor's [C, H, W]. */
+    char *report = fused ? af_test_capture(fused, af_session_fusion_report) : NULL;
+    const char *rejected = report ? strstr(report, "rejected candidates:") : NULL;
+    const char *group = report ? strstr(report, "[conv_bn_relu]") : NULL;
+    CHECK(group && (!rejected || group < rejected));
+    free(report);
+    af_session_free(fused);
+    af_session_free(plain);
+    af_model_free(m);
+}
+
+/* x: [n, 8, 4, 4] reshaped to [b, -1, 4] where b is another input's batch: nothing says it is
+ * x's, so the -1 stays unknown (at run time the two may differ). */
+AF_TEST(fold_partial_does_not_guess_an_unrelated_dim) {
+    ob_model *b = ob_new(13);
+    const char *x = ob_input(b, 4, (int64_t[]){-1, 8, 4, 4});
+    const char *other = ob_input(b, 2, (int64_t[]){-1, 3});
+    const char *t = ob_node(b, "Concat", 3, (const char *[]){dim_of(b, other, 0), i64(b, -1), i64(b, 4)});
+    ob_attr_i(b, "axis", 0);
+    const char *r = ob_node2(b, "Reshape", x, t);
+    char name[128];
+    snprintf(name, sizeof name, "%s", r);
+    ob_output(b, ob_node1(b, "Relu", r));
+    ob_output(b, ob_node1(b, "Relu", other));
+    af_error err = {0};
+    af_model *m = ob_load(b, &err);
+    ob_free(b);
+    CHECK(m != NULL);
+    if (!m) return;
+    int64_t d[AF_MAX_RANK];
+    int rank;
+    dims_of(m, name, d, &rank);
+    CHECK_EQ_INT(rank, 3);
+    if (rank == 3) {
+        CHECK_EQ_INT(d[0], -1);
+        CHECK_EQ_INT(d[1], -1);
+        CHECK_EQ_INT(d[2], 4);
+    }
+    af_model_free(m);
+}
+
+/* A Resize to [Shape(x)[0:2], 6, 6] (torch's interpolate(x, size=(6, 6)) with a symbolic batch):
+ * the output plane is known. */
+AF_TEST(fold_partial_resize_to_known_sizes) {
+    ob_model *b = ob_new(13);
+    const char *x = ob_input(b, 4, (int64_t[]){-1, 5, 3, 3});
+    const char *nc = ob_node(b, "Slice", 3, (const char *[]){ob_node1(b, "Shape", x), i64(b, 0), i64(b, 2)});
+    const char *sizes = ob_node2(b, "Concat", nc, ob_const_i64(b, 1, (int64_t[]){2}, (int64_t[]){6, 6}));
+    ob_attr_i(b, "axis", 0);
+    const char *r = ob_node(b, "Resize", 4, (const char *[]){x, "", "", sizes});
+    char name[128];
+    snprintf(name, sizeof name, "%s", r);
+    ob_output(b, r);
+    af_error err = {0};
+    af_model *m = ob_load(b, &err);
+    ob_free(b);
+    CHECK(m != NULL);
+    if (!m) return;
+    int64_t d[AF_MAX_RANK];
+    int rank;
+    dims_of(m, name, d, &rank);
+    CHECK_EQ_INT(rank, 4);
+    if (rank == 4) {
+        CHECK_EQ_INT(d[0], -1);
+        CHECK_EQ_INT(d[1], 5);
+        CHECK_EQ_INT(d[2], 6);
+        CHECK_EQ_INT(d[3], 6);
+    }
+    af_model_free(m);
+}
