@@ -565,6 +565,9 @@ static af_status load_model(const Onnx__ModelProto *mp, const char *base_dir, co
         if ((st = af_graph_fold_constants(m->graph, fold, err)) != AF_OK) return st;
         af_graph_merge_pads(m->graph);
         af_graph_remove_dead(m->graph);
+        /* Folding shape arithmetic in part removes nodes from the middle of chains, which leaves
+         * an order the sort would not give: sort again, so a saved model reloads in its order. */
+        if ((st = af_graph_toposort(m->graph, err)) != AF_OK) return st;
         /* Folding can make sizes static that were not (a Slice of computed bounds): check them too. */
         if ((st = check_static_sizes(&lc.lim, m->graph, err)) != AF_OK) return st;
     }

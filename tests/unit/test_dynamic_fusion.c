@@ -269,3 +269,68 @@ AF_TEST(dynamic_batch_convs_fuse_and_match_unfused) {
     af_session_free(plain);
     af_model_free(m);
 }
+
+/* Accepted groups of family `fam` in a fusion report (listed before the rejected ones). */
+static int accepted_of(const char *report, const char *fam) {
+    const char *end = report ? strstr(report, "rejected candidates:") : NULL;
+    char tag[64];
+    snprintf(tag, sizeof tag, "  [%s] rule ", fam);
+    int n = 0;
+    for (const char *p = report; p && (p = strstr(p, tag)) && (!end || p < end); p++) n++;
+    return n;
+}
+
+/* Fixtures exported with a symbolic batch (torch's dynamic_axes) fuse as their static exports
+ * do, family by family: convolution epilogues, squeeze-excite and pointwise + depthwise
+ * (MobileNetV3), the channel shuffle's shapes folded in part (ShuffleNetV2), the packed
+ * nn.MultiheadAttention with B taken per run (ViT). At batches 1 and 3 (the fixtures' reference
+ * is batch 2, checked by the conformance suite) the fused run matches level 0. */
+AF_TEST(dynamic_batch_fixtures_fuse_as_their_static_exports) {
+    static const char *const pairs[][2] = {{"mobilenet_v3_small", "mobilenet_v3_small_dynamic"},
+                                           {"shufflenet_small", "shufflenet_small_dynamic"},
+                                           {"vit_tiny", "vit_tiny_dynamic"}};
+    static const char *const families[] = {"conv_bn_relu", "conv_residual", "squeeze_excite", "pointwise_depthwise",
+                                           "attention_blocks", "layernorm", "matmul_add"};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        af_model *st = af_test_fixture(pairs[i][0]), *dy = af_test_fixture(pairs[i][1]);
+        af_session *fs = st ? af_test_session(st, 3, NULL) : NULL, *fd = dy ? af_test_session(dy, 3, NULL) : NULL;
+        af_session *pd = dy ? af_test_session(dy, 0, NULL) : NULL;
+        char *rs = fs ? af_test_capture(fs, af_session_fusion_report) : NULL;
+        char *rd = fd ? af_test_capture(fd, af_session_fusion_report) : NULL;
+        CHECK(rs && rd && pd);
+        int total = 0;
+        for (size_t f = 0; rs && rd && f < sizeof families / sizeof families[0]; f++) {
+            const int a = accepted_of(rs, families[f]), b = accepted_of(rd, families[f]);
+            total += a;
+            if (a != b)
+                af_test_fail(__FILE__, __LINE__, "%s: %d %s groups, the static export %d", pairs[i][1], b, families[f], a);
+        }
+        CHECK(total > 0);
+        af_value_info info;
+        const bool ok = dy && af_model_input_info(dy, 0, &info) == AF_OK && info.rank == 4;
+        CHECK(ok);
+        for (int64_t n = 1; ok && fd && pd && n <= 3; n += 2) {
+            const int64_t numel = n * info.dims[1] * info.dims[2] * info.dims[3];
+            float *xd = malloc((size_t)numel * sizeof *xd);
+            for (int64_t k = 0; xd && k < numel; k++) xd[k] = frand();
+            af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {n, info.dims[1], info.dims[2], info.dims[3]},
+                            .data = xd};
+            const char *names[1] = {info.name};
+            af_error err = {0};
+            CHECK(af_session_run(fd, 1, names, &in, &err) == AF_OK);
+            CHECK(af_session_run(pd, 1, names, &in, &err) == AF_OK);
+            const af_tensor *yf = af_session_output(fd, 0), *yp = af_session_output(pd, 0);
+            CHECK(yf && yp && yf->dims[0] == n);
+            const int64_t bad = af_test_count_beyond(yf, yp, 1e-3, 1e-4);
+            if (bad) af_test_fail(__FILE__, __LINE__, "%s batch %lld: %lld values differ", pairs[i][1], (long long)n, (long long)bad);
+            free(xd);
+        }
+        free(rs);
+        free(rd);
+        af_session_free(fs);
+        af_session_free(fd);
+        af_session_free(pd);
+        af_model_free(st);
+        af_model_free(dy);
+    }
+}

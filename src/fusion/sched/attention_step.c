@@ -364,8 +364,11 @@ static bool mha_head(const af_graph *g, const af_fusion_candidate *c, int v, con
     const af_node *r = af_group_producer(g, c, t->inputs[0]);
     const af_node *sl = r && r->op == AF_OP_RESHAPE ? af_group_producer(g, c, r->inputs[0]) : NULL;
     if (!sl || sl->op != AF_OP_SLICE || sl->n_inputs < 3 || sl->n_inputs > 5 || sl->inputs[0] < 0) return false;
+    /* S and 3E static; the batch B may be symbolic (a dynamic-batch export), as may then B H. */
     const af_tensor *xt = &g->values[sl->inputs[0]].t, *rt = &g->values[r->outputs[0]].t;
-    if (xt->rank != 3 || rt->rank != 3 || !af_tensor_shape_known(xt) || !af_tensor_shape_known(rt)) return false;
+    if (xt->rank != 3 || rt->rank != 3 || xt->dims[0] < 1 || xt->dims[2] < 1 || rt->dims[0] < 1 || rt->dims[2] < 1 ||
+        (xt->dims[1] >= 0) != (rt->dims[1] >= 0))
+        return false;
     const af_tensor *ins[5] = {NULL};
     for (int k = 0; k < sl->n_inputs; k++) ins[k] = sl->inputs[k] >= 0 ? &g->values[sl->inputs[k]].t : NULL;
     af_op_ctx ctx = {.node = sl, .graph = g, .opset = g->opset, .n_inputs = sl->n_inputs, .inputs = ins};
@@ -373,14 +376,15 @@ static bool mha_head(const af_graph *g, const af_fusion_candidate *c, int v, con
     if (!af_movement_slice_known(&ctx) || af_movement_slice_params(&ctx, xt, &sp) != AF_OK) return false;
     for (int d = 0; d < 2; d++)
         if (sp.start[d] != 0 || sp.len[d] != xt->dims[d] || (sp.step[d] != 1 && xt->dims[d] > 1)) return false;
-    const int64_t S = xt->dims[0], B = xt->dims[1], E = sp.len[2];
-    if (sp.step[2] != 1 || E <= 0 || B <= 0 || rt->dims[0] != S || rt->dims[1] % B != 0 ||
-        rt->dims[1] / B * rt->dims[2] != E)
-        return false;
+    const int64_t S = xt->dims[0], B = xt->dims[1], E = sp.len[2], D = rt->dims[2];
+    if (sp.step[2] != 1 || E <= 0 || rt->dims[0] != S || E % D != 0) return false;
+    /* [S, B, E] -> [S, B H, D] splits each row's E into H rows of D: with S and D fixed, the
+     * element count makes the middle dim B E / D whatever B is. */
+    if (B >= 0 && (B == 0 || rt->dims[1] != B * (E / D))) return false;
     *proj = sl->inputs[0];
     *off = sp.start[2];
-    *heads = rt->dims[1] / B;
-    *head_dim = rt->dims[2];
+    *heads = E / D;
+    *head_dim = D;
     return true;
 }
 
@@ -418,9 +422,13 @@ static bool build_mha(const af_graph *g, const af_fusion_candidate *c, const af_
     const af_node *r = perm3_is(t, to_tokens) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
     const bool ends = perm3_is(t, to_tokens) && (r ? r->op == AF_OP_RESHAPE && r->outputs[0] == c->output
                                                    : t->outputs[0] == c->output);
-    const af_tensor *xt = &g->values[f->p.x].t;
-    const int64_t S = xt->dims[0], B = xt->dims[1], E = f->heads * f->head_dim;
-    if (!ends || !af_tensor_shape_known(xt) || af_tensor_numel(&g->values[c->output].t) != S * B * E) {
+    const af_tensor *xt = &g->values[f->p.x].t, *yt = &g->values[c->output].t;
+    /* B may be symbolic: the kernel takes it from its input per run; plans (the packed projection's
+     * row hint, the scratch) are for one image, a larger batch pays for its own scratch. */
+    const int64_t S = xt->dims[0], B = xt->dims[1] >= 0 ? xt->dims[1] : 1, E = f->heads * f->head_dim;
+    const bool merged = af_tensor_shape_known(xt) ? af_tensor_numel(yt) == S * B * E
+                                                  : xt->dims[0] > 0 && yt->rank >= 1 && yt->dims[yt->rank - 1] == E;
+    if (!ends || xt->rank != 3 || !merged) {
         snprintf(why, why_size, "the group does not end at the heads merged to [S, B, E]");
         return false;
     }
