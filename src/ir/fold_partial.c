@@ -176,8 +176,11 @@ static elems slice(const af_graph *g, const af_shape_data *sd, const af_node *n)
     int64_t lo = b.v[0] < 0 ? b.v[0] + len : b.v[0], hi = en.v[0] < 0 ? en.v[0] + len : en.v[0];
     lo = lo < 0 ? 0 : lo > len ? len : lo;
     hi = hi < 0 ? 0 : hi > len ? len : hi;
-    for (int64_t i = lo; i < hi; i += st.v[0], e.n++)
+    const int64_t count = hi > lo ? (hi - lo - 1) / st.v[0] + 1 : 0; /* a huge step cannot overflow i */
+    for (int64_t j = 0; j < count; j++, e.n++) {
+        const int64_t i = lo + j * st.v[0];
         e.v[e.n] = data.v[i], e.known[e.n] = data.known[i], e.of[e.n] = data.of[i], e.dim[e.n] = data.dim[i];
+    }
     return e;
 }
 

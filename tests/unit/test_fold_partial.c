@@ -10,6 +10,7 @@
 #include "autofusion.h"
 #include "ir/graph.h"
 #include "ir/model.h"
+#include "ir/tensor.h"
 #include "onnx_build.h"
 #include "unit.h"
 
@@ -162,4 +163,83 @@ AF_TEST(fold_partial_resize_to_known_sizes) {
         CHECK_EQ_INT(d[3], 6);
     }
     af_model_free(m);
+}
+
+/* Loads b's model with folding on and off; where both load, runs both on x ([2, 8, 4, 4]) and
+ * the first output must agree exactly (ints or floats), or both runs fail. */
+static void same_folded_and_not(ob_model *b, const char *what) {
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    CHECK(ob_pack(b, &buf, &size) == 0);
+    af_model *m[2] = {NULL, NULL};
+    af_status st[2];
+    for (int fold = 0; fold < 2; fold++) {
+        af_load_options lo = af_load_options_default();
+        lo.fold_constants = fold;
+        af_error err = {0};
+        st[fold] = af_model_load_buffer(buf, size, NULL, &lo, &m[fold], &err);
+    }
+    free(buf);
+    if (st[0] != st[1]) af_test_fail(__FILE__, __LINE__, "%s: loads %d unfolded, %d folded", what, st[0], st[1]);
+    float xd[2 * 8 * 4 * 4];
+    for (int k = 0; k < 2 * 8 * 4 * 4; k++) xd[k] = frand();
+    af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {2, 8, 4, 4}, .data = xd};
+    const char *names[1] = {"in0"};
+    af_session *s[2] = {NULL, NULL};
+    af_status rs[2] = {AF_ERR_RUNTIME, AF_ERR_RUNTIME};
+    for (int f = 0; f < 2 && st[0] == AF_OK && st[1] == AF_OK; f++) {
+        af_session_options o = af_session_options_default();
+        o.n_threads = 1;
+        af_error err = {0};
+        if (af_session_create(m[f], &o, &s[f], &err) == AF_OK) rs[f] = af_session_run(s[f], 1, names, &in, &err);
+    }
+    if ((rs[0] == AF_OK) != (rs[1] == AF_OK))
+        af_test_fail(__FILE__, __LINE__, "%s: runs %d unfolded, %d folded", what, rs[0], rs[1]);
+    if (rs[0] == AF_OK && rs[1] == AF_OK) {
+        const af_tensor *a = af_session_output(s[0], 0), *c = af_session_output(s[1], 0);
+        CHECK(a && c && a->dtype == c->dtype && af_tensor_numel(a) == af_tensor_numel(c));
+        if (a && c && a->dtype == c->dtype && af_tensor_numel(a) == af_tensor_numel(c) &&
+            memcmp(a->data, c->data, (size_t)af_tensor_numel(a) * (a->dtype == AF_DTYPE_INT64 ? 8 : 4)) != 0)
+            af_test_fail(__FILE__, __LINE__, "%s: outputs differ", what);
+    }
+    for (int f = 0; f < 2; f++) {
+        af_session_free(s[f]);
+        af_model_free(m[f]);
+    }
+    ob_free(b);
+}
+
+/* Shape arithmetic at its edges: nothing crashes at load, and what folds computes what the
+ * unfolded graph computes at run time (or both fail). */
+AF_TEST(fold_partial_edge_cases_match_the_unfolded_graph) {
+    ob_model *b = ob_new(13); /* a slice of a shape with extreme bounds and step */
+    const char *x = ob_input(b, 4, (int64_t[]){-1, 8, 4, 4});
+    const char *sl[5] = {ob_node1(b, "Shape", x), i64(b, 1), i64(b, INT64_MAX), i64(b, 0), i64(b, INT64_MAX)};
+    ob_output(b, ob_node(b, "Slice", 5, sl));
+    same_folded_and_not(b, "slice with extreme bounds");
+
+    b = ob_new(13); /* a gather past the shape */
+    x = ob_input(b, 4, (int64_t[]){-1, 8, 4, 4});
+    ob_output(b, ob_node2(b, "Gather", ob_node1(b, "Shape", x), scalar_i64(b, 9)));
+    same_folded_and_not(b, "gather past the end");
+
+    b = ob_new(13); /* dims multiplied past int64: not folded */
+    x = ob_input(b, 4, (int64_t[]){-1, 8, 4, 4});
+    const char *c = dim_of(b, x, 1);
+    ob_output(b, ob_node2(b, "Mul", c, i64(b, INT64_MAX)));
+    same_folded_and_not(b, "overflowing product");
+
+    b = ob_new(13); /* a reshape target with two -1: refused at run time either way */
+    x = ob_input(b, 4, (int64_t[]){-1, 8, 4, 4});
+    const char *t = ob_node(b, "Concat", 3, (const char *[]){dim_of(b, x, 0), i64(b, -1), i64(b, -1)});
+    ob_attr_i(b, "axis", 0);
+    ob_output(b, ob_node2(b, "Reshape", x, t));
+    same_folded_and_not(b, "two -1");
+
+    b = ob_new(13); /* batch * 8 as a flat size: the first dim unknown, the rest solved */
+    x = ob_input(b, 4, (int64_t[]){-1, 8, 4, 4});
+    t = ob_node(b, "Concat", 3, (const char *[]){dim_of(b, x, 0), i64(b, -1), dim_of(b, x, 3)});
+    ob_attr_i(b, "axis", 0);
+    ob_output(b, ob_node1(b, "Relu", ob_node2(b, "Reshape", x, t)));
+    same_folded_and_not(b, "flattened middle");
 }
