@@ -212,6 +212,13 @@ static af_status run_fused(af_exec *e, const af_step *s, af_error *err) {
                              kn->name, g->values[s->residual_value[r]].name);
         af_epi_step *step = &epi.steps[s->residual_step[r]];
         step->p = t->data;
+        if (step->ld < 0) { /* a convolution's plane of symbolic size: [N, C, H, W] */
+            step->ld = out->rank == 4 ? out->dims[2] * out->dims[3] : -1;
+            step->batch_stride = out->rank == 4 ? out->dims[1] * step->ld : -1;
+            if (step->ld < 0)
+                return af_errorf(err, AF_ERR_RUNTIME, "fused group at node '%s': its output is not [N, C, H, W]",
+                                 kn->name);
+        }
         if (step->batch_stride < 0) step->batch_stride = out->dims[out->rank - 2] * out->dims[out->rank - 1];
     }
     return s->kernel.run(&s->kernel, &c, epi.n_steps ? &epi : NULL, e->pool, e->workspace);

@@ -334,3 +334,71 @@ AF_TEST(dynamic_batch_fixtures_fuse_as_their_static_exports) {
         af_model_free(dy);
     }
 }
+
+/* A CNN whose planes are symbolic too, x: [n, 16, h, w] (an export with dynamic spatial axes):
+ * a 3x3 Conv + Relu, a 1x1 Conv + residual Add + Relu, a depthwise 3x3 Conv + Relu and a grouped
+ * (4 groups) 3x3 Conv + Relu. Every conv runs a fast kernel (prepared without a plane size, with
+ * its workspace made per run), the epilogues fuse (only C is needed; a residual's strides are
+ * set per run), and the result matches level 0 at two plane sizes. */
+static af_model *spatial_model(void) {
+    static float w1[16 * 16 * 9], w2[16 * 16], wd[16 * 9], wg[16 * 4 * 9], b[16];
+    for (int i = 0; i < 16 * 16 * 9; i++) w1[i] = 0.1f * frand();
+    for (int i = 0; i < 16 * 16; i++) w2[i] = 0.25f * frand();
+    for (int i = 0; i < 16 * 9; i++) wd[i] = 0.3f * frand();
+    for (int i = 0; i < 16 * 4 * 9; i++) wg[i] = 0.15f * frand();
+    for (int i = 0; i < 16; i++) b[i] = 0.3f * frand();
+    ob_model *m = ob_new(13);
+    const char *x = ob_input(m, 4, (int64_t[]){-1, 16, -1, -1});
+    const char *bias = ob_const(m, 1, (int64_t[]){16}, b);
+    const char *in1[3] = {x, ob_const(m, 4, (int64_t[]){16, 16, 3, 3}, w1), bias};
+    const char *c1 = ob_node(m, "Conv", 3, in1);
+    ob_attr_ints(m, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    const char *a = ob_node1(m, "Relu", c1);
+    const char *in2[3] = {a, ob_const(m, 4, (int64_t[]){16, 16, 1, 1}, w2), bias};
+    const char *r = ob_node1(m, "Relu", ob_node2(m, "Add", ob_node(m, "Conv", 3, in2), x));
+    const char *in3[3] = {r, ob_const(m, 4, (int64_t[]){16, 1, 3, 3}, wd), bias};
+    const char *c3 = ob_node(m, "Conv", 3, in3);
+    ob_attr_i(m, "group", 16);
+    ob_attr_ints(m, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    const char *in4[3] = {ob_node1(m, "Relu", c3), ob_const(m, 4, (int64_t[]){16, 4, 3, 3}, wg), bias};
+    const char *c4 = ob_node(m, "Conv", 3, in4);
+    ob_attr_i(m, "group", 4);
+    ob_attr_ints(m, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    ob_output(m, ob_node1(m, "Relu", c4));
+    return load(m);
+}
+
+AF_TEST(dynamic_planes_run_fast_convs_and_match_unfused) {
+    af_model *m = spatial_model();
+    CHECK(m != NULL);
+    af_session *fused = m ? af_test_session(m, 3, NULL) : NULL, *plain = m ? af_test_session(m, 0, NULL) : NULL;
+    CHECK(fused && plain);
+    if (fused && plain) {
+        CHECK_EQ_INT(af_session_n_steps(plain), 9);
+        CHECK_EQ_INT(af_session_n_steps(fused), 4); /* each conv with its activation (and residual) */
+        CHECK(af_session_set_profiling(fused, 1, NULL) == AF_OK);
+    }
+    static const int64_t planes[][3] = {{1, 9, 11}, {2, 16, 8}};
+    for (int p = 0; fused && plain && p < 2; p++) {
+        const int64_t n = planes[p][0], h = planes[p][1], w = planes[p][2], numel = n * 16 * h * w;
+        float *xd = malloc((size_t)numel * sizeof *xd);
+        for (int64_t k = 0; xd && k < numel; k++) xd[k] = frand();
+        af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {n, 16, h, w}, .data = xd};
+        const char *names[1] = {"in0"};
+        af_error err = {0};
+        CHECK(af_session_run(fused, 1, names, &in, &err) == AF_OK);
+        CHECK(af_session_run(plain, 1, names, &in, &err) == AF_OK);
+        const af_tensor *yf = af_session_output(fused, 0), *yp = af_session_output(plain, 0);
+        CHECK(yf && yp && yf->rank == 4 && yf->dims[2] == h && yf->dims[3] == w);
+        const int64_t bad = af_test_count_beyond(yf, yp, 1e-4, 1e-5);
+        if (bad) af_test_fail(__FILE__, __LINE__, "%lldx%lld: %lld values differ", (long long)h, (long long)w, (long long)bad);
+        free(xd);
+    }
+    char *prof = fused ? af_test_capture(fused, af_session_profile_write_json) : NULL;
+    CHECK(prof && strstr(prof, "\"kernel\"") && !strstr(prof, "reference"));
+    if (prof && strstr(prof, "reference")) fputs(prof, stderr);
+    free(prof);
+    af_session_free(fused);
+    af_session_free(plain);
+    af_model_free(m);
+}

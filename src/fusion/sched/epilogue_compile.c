@@ -287,13 +287,11 @@ static int recognize_run(compile *c, const af_node *const *nodes, int avail, int
     return 0;
 }
 
-/* A convolution output whose dims but the first (the batch) are known: [N, C, H, W], N maybe
- * symbolic; other ranks need every dim. */
-static bool conv_image_static(const af_tensor *out) {
-    if (out->rank != 4) return af_tensor_numel(out) >= 0;
-    for (int d = 1; d < 4; d++)
-        if (out->dims[d] < 0) return false;
-    return true;
+/* A convolution output [N, C, H, W] whose channel count is known (N, H and W may be symbolic:
+ * the epilogue's vectors run per channel, and a residual's strides are set per run where the
+ * plane is unknown); other ranks need every dim. */
+static bool conv_channels_static(const af_tensor *out) {
+    return out->rank == 4 ? out->dims[1] >= 0 : af_tensor_numel(out) >= 0;
 }
 
 bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *cand, af_step *s, af_tensor *w_override,
@@ -304,12 +302,12 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
                  .bias_value = anchor->op == AF_OP_CONV && anchor->n_inputs > 2 ? anchor->inputs[2] : -1};
     /* A MatMul/Gemm output may have symbolic rows (a dynamic batch or sequence): the kernel takes
      * M from the actual input, and the epilogue's vectors run along the static last dimension. A
-     * convolution's residual stride and vectors need its image's shape, [C, H, W]: the batch may
-     * be symbolic, the kernel running image by image (a residual's shape is checked per run). */
+     * convolution's vectors run per channel: its batch and plane may be symbolic, the kernel
+     * running image by image (a residual's shape is checked, and its strides set, per run). */
     if (out->rank < 2 || out->dtype != AF_DTYPE_FLOAT)
         return fail(&c, "the anchor's output is not float32 of rank 2 or more%s", "");
-    if (c.conv ? !conv_image_static(out) : out->dims[out->rank - 1] < 0)
-        return fail(&c, c.conv ? "the convolution's output shape is not static (but for its batch)%s"
+    if (c.conv ? !conv_channels_static(out) : out->dims[out->rank - 1] < 0)
+        return fail(&c, c.conv ? "the convolution's output channels are not static%s"
                                : "the anchor's output has a symbolic last dimension%s",
                     "");
     c.channels = c.conv ? out->dims[1] : out->dims[out->rank - 1];
@@ -356,9 +354,10 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
             if (af_group_producer(g, cand, other))
                 return fail(&c, "node '%s' adds a value computed inside the group", n->name);
             if (s->n_residuals >= AF_EPI_MAX_STEPS) return fail(&c, "too many residual inputs%s", "");
-            int64_t ld = c.conv ? out->dims[2] * out->dims[3] : c.channels;
-            /* per image / batch item; -1: symbolic rows, set at run time (run_fused) */
-            int64_t bstride = c.conv ? c.channels * ld : c.rows >= 0 ? c.rows * c.channels : -1;
+            /* -1: a symbolic plane (conv) or symbolic rows (MatMul), set per run (run_fused) */
+            int64_t ld = !c.conv ? c.channels : out->dims[2] >= 0 && out->dims[3] >= 0 ? out->dims[2] * out->dims[3] : -1;
+            /* per image / batch item */
+            int64_t bstride = c.conv ? (ld >= 0 ? c.channels * ld : -1) : c.rows >= 0 ? c.rows * c.channels : -1;
             s->residual_step[s->n_residuals] = s->epi.n_steps;
             s->residual_value[s->n_residuals++] = other;
             ok = push(&c, (af_epi_step){.op = AF_EPI_ADD, .p = &placeholder, .ld = ld, .batch_stride = bstride});

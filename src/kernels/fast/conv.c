@@ -186,6 +186,22 @@ static af_status planned_kernel_status(af_op_ctx *c, af_status st) {
     return AF_OK;
 }
 
+static af_status conv_gemm_run(af_op_ctx *c, const conv_state *s, const af_conv_geom *gp, const af_epilogue *epi,
+                               af_threadpool *pool, const float *xd, float *yd, int64_t n_img, int64_t h, int64_t wd,
+                               int64_t oh, int64_t ow, void *workspace, size_t workspace_bytes);
+
+/* The workspace for a run that needs `need` bytes: the planned one where it is large enough, else
+ * (a plane whose size was unknown at prepare, in a dynamic-size export) one of its own, made for
+ * this run and returned in *own for the caller to free; NULL when that allocation fails. */
+static void *run_workspace(void *planned, size_t planned_bytes, size_t need, void **own, size_t *bytes) {
+    *own = NULL;
+    *bytes = planned_bytes;
+    if (need <= planned_bytes) return planned;
+    if (!(*own = af_malloc_aligned(need))) return NULL;
+    *bytes = need;
+    return *own;
+}
+
 static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
                           void *workspace) {
     const conv_state *s = k->state;
@@ -202,32 +218,45 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         return af_ctx_fail(c, AF_ERR_RUNTIME, "output shape does not match the convolution");
     const float *xd = x->data;
     float *yd = y->data;
-    if (s->dw.weights)
-        return af_depthwise_conv_run(&s->dw, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool, workspace,
-                                     k->workspace_bytes);
-    if (s->grouped.weights)
-        return planned_kernel_status(c, af_dw_blocked_run(&s->grouped, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias,
-                                                          epi, pool, workspace, k->workspace_bytes));
+    const int n_threads = af_threadpool_n_threads(pool);
+    void *own = NULL, *ws;
+    size_t ws_bytes;
+    if (s->dw.weights || s->grouped.weights) {
+        const size_t need = s->dw.weights ? af_depthwise_conv_scratch_bytes(&s->dw, &geo, oh, ow, n_threads)
+                                          : af_dw_blocked_scratch_bytes(&s->grouped, &geo, ow, n_threads);
+        if (!(ws = run_workspace(workspace, k->workspace_bytes, need, &own, &ws_bytes)))
+            return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the convolution's workspace");
+        st = s->dw.weights ? af_depthwise_conv_run(&s->dw, &geo, xd, yd, n_img, h, wd, oh, ow, s->bias, epi, pool, ws,
+                                                   ws_bytes)
+                           : planned_kernel_status(c, af_dw_blocked_run(&s->grouped, &geo, xd, yd, n_img, h, wd, oh,
+                                                                        ow, s->bias, epi, pool, ws, ws_bytes));
+        af_free_aligned(own);
+        return st;
+    }
 
     if (s->wino.u || s->implicit.w) { /* one image at a time, both kernels alike */
         if (s->implicit.w && !af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
             return af_ctx_fail(c, AF_ERR_RUNTIME, "geometry differs from the prepared one");
-        for (int64_t n = 0; n < n_img; n++) {
+        /* A plane whose size was unknown at prepare (the implicit GEMM prepared without a
+         * workspace) brings its own. */
+        const size_t need = s->implicit.w ? af_conv_implicit_workspace(&s->implicit, &geo, oh, ow) : 0;
+        if (!(ws = run_workspace(workspace, k->workspace_bytes, need, &own, &ws_bytes)))
+            return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the convolution's workspace");
+        for (int64_t n = 0; n < n_img && st == AF_OK; n++) {
             af_epilogue e;
-            if ((st = group_epilogue(s, epi, n, 0, s->cout, hw, &e)) != AF_OK)
+            if ((st = group_epilogue(s, epi, n, 0, s->cout, hw, &e)) != AF_OK) {
+                af_free_aligned(own);
                 return af_ctx_fail(c, st, "epilogue too long");
+            }
             const float *xn = xd + n * s->cin * hw_in;
             float *yn = yd + n * s->cout * hw;
-            st = s->wino.u ? af_conv_winograd_run(&s->wino, &geo, xn, yn, h, wd, oh, ow, &e, pool, workspace,
-                                                  k->workspace_bytes)
-                           : af_conv_implicit_run(&s->implicit, &geo, xn, yn, h, wd, oh, ow, &e, pool, workspace,
-                                                  k->workspace_bytes);
-            if (st != AF_OK) return planned_kernel_status(c, st);
+            st = s->wino.u ? af_conv_winograd_run(&s->wino, &geo, xn, yn, h, wd, oh, ow, &e, pool, ws, ws_bytes)
+                           : af_conv_implicit_run(&s->implicit, &geo, xn, yn, h, wd, oh, ow, &e, pool, ws, ws_bytes);
         }
-        return AF_OK;
+        af_free_aligned(own);
+        return st == AF_OK ? AF_OK : planned_kernel_status(c, st);
     }
-    const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups, kdim = cg * s->kh * s->kw;
-    const int n_threads = af_threadpool_n_threads(pool);
+    const int64_t kdim = s->cin / s->groups * s->kh * s->kw;
     /* Whole groups as tasks where the workspace planned holds a slice per thread; otherwise (a
      * larger plane than planned, say) the path below, which can do without. */
     const size_t per_thread = groups_as_tasks(s, n_threads) ? group_task_bytes(s, hw) : 0;
@@ -243,9 +272,24 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         return AF_OK;
     }
     const size_t col_bytes = unfold_bytes(s, hw);
+    if (!(ws = run_workspace(workspace, k->workspace_bytes, col_bytes, &own, &ws_bytes)))
+        return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the convolution's workspace");
+    st = conv_gemm_run(c, s, &geo, epi, pool, xd, yd, n_img, h, wd, oh, ow, ws, ws_bytes);
+    af_free_aligned(own);
+    return st;
+}
+
+/* The im2col (or in-place pointwise) GEMM path of conv_run, on a workspace holding the unfolded
+ * input (col_bytes) and, where it has room, the GEMM's packing buffers. */
+static af_status conv_gemm_run(af_op_ctx *c, const conv_state *s, const af_conv_geom *gp, const af_epilogue *epi,
+                               af_threadpool *pool, const float *xd, float *yd, int64_t n_img, int64_t h, int64_t wd,
+                               int64_t oh, int64_t ow, void *workspace, size_t workspace_bytes) {
+    const af_conv_geom geo = *gp;
+    const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups, kdim = cg * s->kh * s->kw;
+    const int64_t hw_in = h * wd, hw = oh * ow;
+    const size_t col_bytes = unfold_bytes(s, hw);
     float *col = (float *)workspace;
-    if (!s->pointwise && (!workspace || col_bytes > k->workspace_bytes))
-        return af_ctx_fail(c, AF_ERR_RUNTIME, "input is larger than the session planned for");
+    af_status st;
     for (int64_t n = 0; n < n_img; n++) {
         for (int64_t g = 0; g < s->groups; g++) {
             af_gemm_desc d = conv_gemm_desc(s, g, hw);
@@ -262,7 +306,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
             if ((st = group_epilogue(s, epi, n, g, mg, hw, &e)) != AF_OK) return af_ctx_fail(c, st, "epilogue too long");
             d.epilogue = &e;
             size_t need = af_sgemm_workspace_size(&d, af_threadpool_n_threads(pool));
-            if (workspace && col_bytes + need <= k->workspace_bytes) {
+            if (workspace && col_bytes + need <= workspace_bytes) {
                 d.workspace = (char *)workspace + col_bytes;
                 d.workspace_size = need;
             }
@@ -292,13 +336,13 @@ static bool conv_residual_in_place(const af_kernel *k, const af_epilogue *epi) {
 }
 
 /* Whether a grouped convolution runs on the channel-blocked kernel: AVX-512, groups of 2 to 32
- * channels (as many out as in) that it takes, and output sizes known at prepare (its scratch
- * depends on the width). On one thread it ran ResNeXt50's grouped 3x3 convs at 60-160 GFLOP/s,
+ * channels (as many out as in) that it takes, and a non-empty output (its scratch depends on the
+ * width: where that is unknown at prepare, each run makes its own). On one thread it ran ResNeXt50's grouped 3x3 convs at 60-160 GFLOP/s,
  * where im2col + a GEMM per group ran 32-54. */
 static bool grouped_blocked(const af_kernel_request *req, int64_t groups, int64_t cin, int64_t cout,
                             const af_tensor *y) {
     return af_cpu_isa_clamp(req->choice.isa) == AF_ISA_AVX512 && groups > 1 && groups < cin && cin == cout &&
-           af_dw_blocked_groups_fit(cout, cin / groups) && y->rank == 4 && y->dims[2] > 0 && y->dims[3] > 0;
+           af_dw_blocked_groups_fit(cout, cin / groups) && y->rank == 4 && y->dims[2] != 0 && y->dims[3] != 0;
 }
 
 af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_error *err) {
@@ -339,8 +383,9 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         st = af_dw_blocked_prepare_grouped(w->data, cout, cin / groups, s->kh, s->kw, &s->grouped);
         if (st != AF_OK) goto fail;
         k->name = "f32_conv_grouped_blocked__avx512";
-        k->workspace_bytes = af_dw_blocked_scratch_bytes(&s->grouped, &geo, y->dims[3],
-                                                          req->choice.n_threads > 0 ? req->choice.n_threads : 1);
+        if (y->dims[3] > 0) /* an unknown width: scratch per run */
+            k->workspace_bytes = af_dw_blocked_scratch_bytes(&s->grouped, &geo, y->dims[3],
+                                                              req->choice.n_threads > 0 ? req->choice.n_threads : 1);
     } else {
         s->pointwise = s->kh == 1 && s->kw == 1 && geo.stride[0] == 1 && geo.stride[1] == 1 &&
                        geo.pad_begin[0] == 0 && geo.pad_begin[1] == 0 && geo.pad_end[0] == 0 && geo.pad_end[1] == 0 &&
@@ -373,7 +418,17 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
             af_conv_winograd_release(&s->wino);
             st = AF_OK;
         }
-        if (groups == 1 && oh > 0 && ow > 0 && !gemm_1x1) {
+        /* Output planes of unknown size (a dynamic-size export): the implicit GEMM, whose packed
+         * weights do not depend on them, with its workspace made per run (see conv_run). */
+        const bool sized = oh > 0 && ow > 0, unsized = oh < 0 || ow < 0;
+        if (groups == 1 && unsized && geo.n_sp == 2 && geo.dilation[0] == 1 && geo.dilation[1] == 1) {
+            st = af_conv_implicit_prepare(req->choice.isa, w->data, cout, cin, s->kh, s->kw, &s->implicit);
+            if (st != AF_OK) goto fail;
+            k->name = "f32_conv_implicit_gemm";
+            k->weight_bytes += af_gemm_packed_bytes(s->implicit.w);
+            goto done;
+        }
+        if (groups == 1 && sized && !gemm_1x1) {
             st = af_conv_implicit_prepare(req->choice.isa, w->data, cout, cin, s->kh, s->kw, &s->implicit);
             if (st != AF_OK) goto fail;
             if (af_conv_implicit_fit(&s->implicit, &geo, oh, ow)) {
@@ -395,10 +450,9 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
                                 &s->packed[g]);
         if (st != AF_OK) goto fail;
         /* Scratch: the unfolded input of one group plus the GEMM's packing buffers. Unknown
-         * spatial sizes leave it to the first run to find the workspace too small. */
+         * spatial sizes: none planned, each run unfolds into its own (conv_run). */
         int64_t hw = y->rank == 4 && y->dims[2] >= 0 && y->dims[3] >= 0 ? y->dims[2] * y->dims[3] : -1;
-        if (hw < 0 && !s->pointwise) goto unplanned;
-        const size_t col = unfold_bytes(s, hw);
+        const size_t col = hw >= 0 ? unfold_bytes(s, hw) : 0;
         af_gemm_desc d = conv_gemm_desc(s, 0, hw > 0 ? hw : 1);
         k->workspace_bytes = col + af_sgemm_workspace_size(&d, req->choice.n_threads > 0 ? req->choice.n_threads : 1);
         if (groups_as_tasks(s, req->choice.n_threads)) {
@@ -417,9 +471,6 @@ done:
     if (s->dw.weights) k->weight_bytes = (size_t)(cout * s->kh * s->kw) * sizeof(float);
     if (s->grouped.weights) k->weight_bytes = af_dw_blocked_weight_bytes(&s->grouped);
     for (int64_t g = 0; s->packed && g < groups; g++) k->weight_bytes += af_gemm_packed_bytes(s->packed[g]);
-    return AF_OK;
-unplanned:
-    conv_free(s);
     return AF_OK;
 fail:
     conv_free(s);
