@@ -18,13 +18,13 @@ static const float *const_floats(const af_graph *g, const af_node *n, int k, int
     return k < n->n_inputs ? af_sched_const_floats(g, n->inputs[k], numel) : NULL;
 }
 
-/* A float32 [N, C, H, W] value with C, H and W known, N known or symbolic (not 0). */
+/* A float32 [N, C, H, W] value with C known; N, and H and W together, known or symbolic (not
+ * 0): the kernel takes N per run, and the plane per run where it is unknown. */
 static const af_tensor *static_nchw(const af_graph *g, int v) {
     const af_tensor *t = v >= 0 ? &g->values[v].t : NULL;
-    if (!t || t->dtype != AF_DTYPE_FLOAT || t->rank != 4) return NULL;
-    for (int i = 1; i < 4; i++)
-        if (t->dims[i] < 1) return NULL;
-    return t->dims[0] != 0 ? t : NULL; /* the batch may be symbolic: the kernel takes N per run */
+    if (!t || t->dtype != AF_DTYPE_FLOAT || t->rank != 4 || t->dims[1] < 1 || t->dims[0] == 0) return NULL;
+    const bool plane = t->dims[2] > 0 && t->dims[3] > 0, unknown = t->dims[2] < 0 && t->dims[3] < 0;
+    return plane || unknown ? t : NULL;
 }
 
 /* What follows a conv in the group: an optional BatchNormalization, then an optional activation. */
@@ -82,13 +82,19 @@ static bool fold_bn(const af_graph *g, const af_node *n, int64_t ch, int64_t per
     return ok;
 }
 
-/* The depthwise conv's geometry on its static input, pads resolved. */
+/* The depthwise conv's geometry on its input, pads resolved: on a plane of unknown size only
+ * explicit pads resolve (a SAME auto_pad depends on it), and out is unknown (-1). */
 static bool dw_geometry(const af_graph *g, const af_node *dw, const af_tensor *x, const af_tensor *w, af_conv_geom *geo,
                         int64_t out[2]) {
     const af_tensor *ins[3] = {x, w, NULL};
     af_op_ctx ctx = {.node = dw, .graph = g, .opset = g->opset, .n_inputs = 2, .inputs = ins};
     const int64_t kernel[2] = {w->dims[2], w->dims[3]};
-    return af_conv_geom_init(&ctx, 2, kernel, geo) == AF_OK && af_conv_geom_forward(&ctx, geo, x->dims + 2, out) == AF_OK;
+    if (af_conv_geom_init(&ctx, 2, kernel, geo) != AF_OK) return false;
+    if (x->dims[2] < 0) {
+        out[0] = out[1] = -1;
+        return geo->auto_pad == AF_CONV_PAD_NOTSET || geo->auto_pad == AF_CONV_PAD_VALID;
+    }
+    return af_conv_geom_forward(&ctx, geo, x->dims + 2, out) == AF_OK;
 }
 
 bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,

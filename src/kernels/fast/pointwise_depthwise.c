@@ -55,6 +55,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 typedef struct fill_ctx {
     const pwdw_state *s;
     const float *x; /* [N, cin, h, w] */
+    int64_t h, w;   /* this run's plane (the desc's, or the input's where the desc has none) */
 } fill_ctx;
 
 /* R consecutive pixels of the plane (they may span rows): the 16 channels of each,
@@ -101,11 +102,11 @@ TARGET static void fill_rows(void *ctx, int64_t img, int64_t c0, int64_t nc, int
     const fill_ctx *fc = ctx;
     const pwdw_state *s = fc->s;
     const af_pwdw_desc *d = &s->d;
-    const int64_t w = d->w, left = d->geo.pad_begin[1], j_lo = min64(wp, left > 0 ? left : 0);
-    const int64_t j_hi = min64(wp, left + w), y0 = iy0 < 0 ? 0 : iy0, y1 = min64(d->h, iy0 + rows);
+    const int64_t w = fc->w, left = d->geo.pad_begin[1], j_lo = min64(wp, left > 0 ? left : 0);
+    const int64_t j_hi = min64(wp, left + w), y0 = iy0 < 0 ? 0 : iy0, y1 = min64(fc->h, iy0 + rows);
     for (int64_t i = 0; i < rows; i++) {
         float *row = dst + i * wp * LANES;
-        const bool inside = iy0 + i >= 0 && iy0 + i < d->h && j_hi > j_lo;
+        const bool inside = iy0 + i >= 0 && iy0 + i < fc->h && j_hi > j_lo;
         const int64_t z0 = inside ? j_lo : wp, z1 = inside ? j_hi : wp; /* columns the expansion writes */
         for (int64_t j = 0; j < z0; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
         for (int64_t j = z1; j < wp; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
@@ -113,7 +114,7 @@ TARGET static void fill_rows(void *ctx, int64_t img, int64_t c0, int64_t nc, int
     if (y1 <= y0 || j_hi <= j_lo) return;
     /* Input columns [j_lo - left, j_hi - left) of rows [y0, y1); a full-width run when they are
      * all the row's columns. */
-    const int64_t x_lo = j_lo - left, x_n = j_hi - j_lo, plane = d->h * w;
+    const int64_t x_lo = j_lo - left, x_n = j_hi - j_lo, plane = fc->h * w;
     const float *xb = fc->x + img * d->cin * plane;
     const float *wg = s->w1 + c0 * d->cin; /* c0 / 16 groups of cin x 16 */
     const __m512 bias = _mm512_loadu_ps(d->b1 + c0);
@@ -150,17 +151,30 @@ static af_status pwdw_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     const af_pwdw_desc *d = &s->d;
     const af_tensor *x = af_ctx_input(c, 0);
     af_tensor *y = af_ctx_output(c, 0);
-    if (!x || x->dtype != AF_DTYPE_FLOAT || x->rank != 4 || x->dims[1] != d->cin || x->dims[2] != d->h ||
-        x->dims[3] != d->w || !y || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != d->channels ||
-        y->dims[2] != d->oh || y->dims[3] != d->ow)
+    /* A plane of unknown size at make (a dynamic-size export) is the input's, per run. */
+    const bool sized = d->h >= 0;
+    const af_conv_geom *g = &d->geo;
+    int64_t h = d->h, w = d->w, oh = d->oh, ow = d->ow;
+    if (!sized && x && x->rank == 4) {
+        h = x->dims[2], w = x->dims[3];
+        oh = (h + g->pad_begin[0] + g->pad_end[0] - d->kh) / g->stride[0] + 1;
+        ow = (w + g->pad_begin[1] + g->pad_end[1] - d->kw) / g->stride[1] + 1;
+    }
+    if (!x || x->dtype != AF_DTYPE_FLOAT || x->rank != 4 || x->dims[1] != d->cin || x->dims[2] != h ||
+        x->dims[3] != w || h < 1 || w < 1 || h * w > INT32_MAX || oh < 1 || ow < 1 || !y || y->rank != 4 ||
+        y->dims[0] != x->dims[0] || y->dims[1] != d->channels || y->dims[2] != oh || y->dims[3] != ow)
         return af_ctx_fail(c, AF_ERR_RUNTIME, "pointwise+depthwise conv: X must be float32 [N, %lld, %lld, %lld]",
-                           (long long)d->cin, (long long)d->h, (long long)d->w);
+                           (long long)d->cin, (long long)h, (long long)w);
     /* More threads than the scratch is sized for: the caller alone runs the tasks. */
     if (af_threadpool_n_threads(pool) > s->n_threads) pool = NULL;
-    fill_ctx fc = {.s = s, .x = x->data};
-    af_status st = af_dw_blocked_run_fill(&s->dw, &d->geo, fill_rows, &fc, y->data, x->dims[0], d->h, d->w, d->oh,
-                                          d->ow, d->b2, s->epi2.n_steps ? &s->epi2 : NULL, pool, workspace,
-                                          s->scratch_bytes);
+    size_t need = sized ? s->scratch_bytes : af_dw_blocked_fill_scratch_bytes(&s->dw, g, ow, s->n_threads);
+    void *own = NULL;
+    if (need > k->workspace_bytes && !(workspace = own = af_malloc_aligned(need)))
+        return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the pointwise+depthwise conv's scratch");
+    fill_ctx fc = {.s = s, .x = x->data, .h = h, .w = w};
+    af_status st = af_dw_blocked_run_fill(&s->dw, g, fill_rows, &fc, y->data, x->dims[0], h, w, oh, ow, d->b2,
+                                          s->epi2.n_steps ? &s->epi2 : NULL, pool, workspace, need);
+    af_free_aligned(own);
     if (st != AF_OK) return af_ctx_fail(c, st, "pointwise+depthwise conv failed (%s)", af_status_name(st));
     return AF_OK;
 }
@@ -179,19 +193,27 @@ af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, 
     isa = af_cpu_isa_clamp(isa);
     if (n_threads < 1) n_threads = 1;
     const af_conv_geom *g = &d->geo;
+    /* The plane: all four sizes known, or none (a dynamic-size export: sized per run). */
+    const bool sized = d->h >= 0 && d->w >= 0 && d->oh >= 0 && d->ow >= 0;
+    const bool unsized = d->h < 0 && d->w < 0 && d->oh < 0 && d->ow < 0;
     /* Every size in int32 range first, so that no product below overflows. */
-    const int64_t sizes[] = {d->cin, d->channels, d->h,        d->w,           d->oh,          d->ow,
-                             d->kh,  d->kw,       g->stride[0], g->stride[1], g->pad_begin[0], g->pad_begin[1]};
-    bool sane = g->n_sp == 2;
+    const int64_t sizes[] = {d->cin, d->channels, sized ? d->h : 1, sized ? d->w : 1, sized ? d->oh : 1,
+                             sized ? d->ow : 1, d->kh, d->kw, g->stride[0], g->stride[1], g->pad_begin[0],
+                             g->pad_begin[1], g->pad_end[0], g->pad_end[1]};
+    bool sane = g->n_sp == 2 && (sized || unsized);
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) sane = sane && sizes[i] >= 0 && sizes[i] <= INT32_MAX;
-    if (!sane || d->cin < 1 || d->channels < 1 || d->h < 1 || d->w < 1 || d->oh < 1 || d->ow < 1 || d->kh < 1 ||
-        d->kw < 1 || !d->w1 || !d->w2 || g->stride[0] < 1 || g->stride[1] < 1 || g->dilation[0] != 1 ||
+    if (!sane || d->cin < 1 || d->channels < 1 || sizes[2] < 1 || sizes[3] < 1 || sizes[4] < 1 || sizes[5] < 1 ||
+        d->kh < 1 || d->kw < 1 || !d->w1 || !d->w2 || g->stride[0] < 1 || g->stride[1] < 1 || g->dilation[0] != 1 ||
         g->dilation[1] != 1 || g->pad_begin[0] >= d->kh || d->channels > (int64_t)1 << 24 ||
-        d->cin > (int64_t)1 << 24 || d->h * d->w > INT32_MAX || d->oh * d->ow > INT32_MAX)
+        d->cin > (int64_t)1 << 24 || sizes[2] * sizes[3] > INT32_MAX || sizes[4] * sizes[5] > INT32_MAX)
         return af_errorf(err, AF_ERR_UNSUPPORTED, "the fused kernel takes undilated 2-D convolutions of static shape");
-    const double expanded = (double)d->channels * (double)d->h * (double)d->w * sizeof(float);
     const size_t min_bytes = af_pwdw_min_expanded_bytes();
-    if (expanded <= (double)min_bytes)
+    if (unsized && min_bytes > 0)
+        return af_errorf(err, AF_ERR_UNSUPPORTED,
+                         "the plane's size is unknown: on this CPU the fused kernel pays only past %zu KiB expanded",
+                         min_bytes / 1024);
+    const double expanded = (double)d->channels * (double)sizes[2] * (double)sizes[3] * sizeof(float);
+    if (sized && expanded <= (double)min_bytes)
         return af_errorf(err, AF_ERR_UNSUPPORTED,
                          "the expanded tensor (%.0f KiB) is at most %zu KiB: unfused it stays in cache, and the "
                          "fused kernel would cost about what it saves",
@@ -207,8 +229,9 @@ af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, 
         af_free(s);
         return af_errorf(err, st, "cannot prepare a pointwise+depthwise kernel (%s)", af_status_name(st));
     }
-    /* Each depthwise chunk expands the input rows it reads, its halo rows too. */
-    const double recompute = af_dw_blocked_fill_factor(&s->dw, g, d->h, d->oh, d->ow, n_threads) - 1.0;
+    /* Each depthwise chunk expands the input rows it reads, its halo rows too (unknown for an
+     * unknown plane: small planes then pay it, as they pay the scratch made per run). */
+    const double recompute = sized ? af_dw_blocked_fill_factor(&s->dw, g, d->h, d->oh, d->ow, n_threads) - 1.0 : 0.0;
     if (recompute > AF_PWDW_MAX_RECOMPUTE) {
         pwdw_free(s);
         return af_errorf(err, AF_ERR_UNSUPPORTED, "the depthwise conv's chunks would compute %.0f%% of the 1x1 conv "
@@ -239,7 +262,7 @@ af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, 
             s->act1_rest = act1;
         }
         if (st == AF_OK && d->has_act2) st = af_epilogue_push(&s->epi2, &d->act2);
-        s->scratch_bytes = af_dw_blocked_fill_scratch_bytes(&s->dw, g, d->ow, n_threads);
+        s->scratch_bytes = sized ? af_dw_blocked_fill_scratch_bytes(&s->dw, g, d->ow, n_threads) : 0;
     }
     if (st != AF_OK) {
         pwdw_free(s);

@@ -9,7 +9,9 @@
  * chunk's halo rows are computed by both chunks that read them). Every expanded element is summed
  * in the unfused 1x1 conv's order, so the result is the same bit for bit.
  *
- * AVX-512 only (the channel-blocked depthwise kernel); static C, H and W (the batch is the input's).
+ * AVX-512 only (the channel-blocked depthwise kernel); static channel counts. The batch is the
+ * input's; so is the plane where the desc's h, w, oh, ow are all -1 (a dynamic-size export: its
+ * scratch is then made per run, and the halo recompute is not bounded in advance).
  *
  *   af_pwdw_desc d = {.cin = 16, .channels = 64, .h = 112, .w = 112, ...};
  *   af_pwdw_kernel_make(&d, isa, n_threads, &k, err);   // k.run on x [N, Cin, H, W]
