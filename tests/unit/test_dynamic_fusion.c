@@ -10,6 +10,7 @@
 #include "autofusion.h"
 #include "ir/tensor.h"
 #include "onnx_build.h"
+#include "session_run.h"
 #include "unit.h"
 
 static unsigned seed = 7u;
@@ -251,19 +252,8 @@ AF_TEST(dynamic_batch_convs_fuse_and_match_unfused) {
         CHECK_EQ_INT(af_session_n_steps(fused), 3); /* Conv+Relu, Conv+Add+Relu, squeeze-excite */
     }
     for (int64_t n = 1; fused && plain && n <= 3; n++) {
-        const int64_t numel = n * 16 * 8 * 8;
-        float *xd = malloc((size_t)numel * sizeof *xd);
-        for (int64_t k = 0; xd && k < numel; k++) xd[k] = frand();
-        af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {n, 16, 8, 8}, .data = xd};
-        const char *names[1] = {"in0"};
-        af_error err = {0};
-        CHECK(af_session_run(fused, 1, names, &in, &err) == AF_OK);
-        CHECK(af_session_run(plain, 1, names, &in, &err) == AF_OK);
-        const af_tensor *yf = af_session_output(fused, 0), *yp = af_session_output(plain, 0);
-        CHECK(yf && yp && yf->rank == 4 && yf->dims[0] == n);
-        const int64_t bad = af_test_count_beyond(yf, yp, 1e-4, 1e-5);
+        const int64_t bad = af_test_compare_runs(fused, plain, "in0", (int64_t[]){n, 16, 8, 8}, frand, 1e-4, 1e-5);
         if (bad) af_test_fail(__FILE__, __LINE__, "batch %lld: %lld values differ", (long long)n, (long long)bad);
-        free(xd);
     }
     af_session_free(fused);
     af_session_free(plain);
@@ -310,20 +300,9 @@ AF_TEST(dynamic_batch_fixtures_fuse_as_their_static_exports) {
         const bool ok = dy && af_model_input_info(dy, 0, &info) == AF_OK && info.rank == 4;
         CHECK(ok);
         for (int64_t n = 1; ok && fd && pd && n <= 3; n += 2) {
-            const int64_t numel = n * info.dims[1] * info.dims[2] * info.dims[3];
-            float *xd = malloc((size_t)numel * sizeof *xd);
-            for (int64_t k = 0; xd && k < numel; k++) xd[k] = frand();
-            af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {n, info.dims[1], info.dims[2], info.dims[3]},
-                            .data = xd};
-            const char *names[1] = {info.name};
-            af_error err = {0};
-            CHECK(af_session_run(fd, 1, names, &in, &err) == AF_OK);
-            CHECK(af_session_run(pd, 1, names, &in, &err) == AF_OK);
-            const af_tensor *yf = af_session_output(fd, 0), *yp = af_session_output(pd, 0);
-            CHECK(yf && yp && yf->dims[0] == n);
-            const int64_t bad = af_test_count_beyond(yf, yp, 1e-3, 1e-4);
+            const int64_t dims[4] = {n, info.dims[1], info.dims[2], info.dims[3]};
+            const int64_t bad = af_test_compare_runs(fd, pd, info.name, dims, frand, 1e-3, 1e-4);
             if (bad) af_test_fail(__FILE__, __LINE__, "%s batch %lld: %lld values differ", pairs[i][1], (long long)n, (long long)bad);
-            free(xd);
         }
         free(rs);
         free(rd);
@@ -380,19 +359,9 @@ AF_TEST(dynamic_planes_run_fast_convs_and_match_unfused) {
     }
     static const int64_t planes[][3] = {{1, 9, 11}, {2, 16, 8}};
     for (int p = 0; fused && plain && p < 2; p++) {
-        const int64_t n = planes[p][0], h = planes[p][1], w = planes[p][2], numel = n * 16 * h * w;
-        float *xd = malloc((size_t)numel * sizeof *xd);
-        for (int64_t k = 0; xd && k < numel; k++) xd[k] = frand();
-        af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {n, 16, h, w}, .data = xd};
-        const char *names[1] = {"in0"};
-        af_error err = {0};
-        CHECK(af_session_run(fused, 1, names, &in, &err) == AF_OK);
-        CHECK(af_session_run(plain, 1, names, &in, &err) == AF_OK);
-        const af_tensor *yf = af_session_output(fused, 0), *yp = af_session_output(plain, 0);
-        CHECK(yf && yp && yf->rank == 4 && yf->dims[2] == h && yf->dims[3] == w);
-        const int64_t bad = af_test_count_beyond(yf, yp, 1e-4, 1e-5);
-        if (bad) af_test_fail(__FILE__, __LINE__, "%lldx%lld: %lld values differ", (long long)h, (long long)w, (long long)bad);
-        free(xd);
+        const int64_t dims[4] = {planes[p][0], 16, planes[p][1], planes[p][2]};
+        const int64_t bad = af_test_compare_runs(fused, plain, "in0", dims, frand, 1e-4, 1e-5);
+        if (bad) af_test_fail(__FILE__, __LINE__, "%lldx%lld: %lld values differ", (long long)dims[2], (long long)dims[3], (long long)bad);
     }
     char *prof = fused ? af_test_capture(fused, af_session_profile_write_json) : NULL;
     CHECK(prof && strstr(prof, "\"kernel\"") && !strstr(prof, "reference"));

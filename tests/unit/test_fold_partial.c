@@ -12,6 +12,7 @@
 #include "ir/model.h"
 #include "ir/tensor.h"
 #include "onnx_build.h"
+#include "session_run.h"
 #include "unit.h"
 
 static unsigned seed = 11u;
@@ -29,11 +30,17 @@ static const char *dim_of(ob_model *b, const char *x, int64_t k) {
     return ob_node2(b, "Unsqueeze", g, i64(b, 0));
 }
 
-/* The dims of value `name` after loading. */
-static void dims_of(const af_model *m, const char *name, int64_t out[AF_MAX_RANK], int *rank) {
+/* Value `name` has rank `rank` and dims `want` (-1: unknown) after loading. */
+static void check_dims(const af_model *m, const char *name, int rank, const int64_t *want) {
     const int v = af_graph_find_value(m->graph, name);
-    *rank = v >= 0 ? m->graph->values[v].t.rank : -2;
-    for (int d = 0; v >= 0 && d < *rank && d < AF_MAX_RANK; d++) out[d] = m->graph->values[v].t.dims[d];
+    const af_tensor *t = v >= 0 ? &m->graph->values[v].t : NULL;
+    CHECK(t != NULL);
+    if (!t) return;
+    CHECK_EQ_INT(t->rank, rank);
+    for (int d = 0; d < rank && d < t->rank; d++)
+        if (t->dims[d] != want[d])
+            af_test_fail(__FILE__, __LINE__, "%s: dim %d is %lld, expected %lld", name, d, (long long)t->dims[d],
+                         (long long)want[d]);
 }
 
 /* ShuffleNetV2's channel shuffle of x: [n, 8, 4, 4] as torch exports it, then a 1x1 Conv + Relu:
@@ -66,33 +73,13 @@ AF_TEST(fold_partial_channel_shuffle_keeps_its_sizes) {
     af_model *m = shuffle_model(shuffled, sizeof shuffled);
     CHECK(m != NULL);
     if (!m) return;
-    int64_t d[AF_MAX_RANK];
-    int rank;
-    dims_of(m, shuffled, d, &rank);
     /* [batch, 8, 4, 4]: the -1 solved through the Transpose, c // 2 folded. */
-    CHECK_EQ_INT(rank, 4);
-    if (rank == 4) {
-        CHECK_EQ_INT(d[0], -1);
-        CHECK_EQ_INT(d[1], 8);
-        CHECK_EQ_INT(d[2], 4);
-        CHECK_EQ_INT(d[3], 4);
-    }
+    check_dims(m, shuffled, 4, (int64_t[]){-1, 8, 4, 4});
     af_session *fused = af_test_session(m, 3, NULL), *plain = af_test_session(m, 0, NULL);
     CHECK(fused && plain);
     for (int64_t n = 1; fused && plain && n <= 3; n++) {
-        const int64_t numel = n * 8 * 4 * 4;
-        float *xd = malloc((size_t)numel * sizeof *xd);
-        for (int64_t k = 0; xd && k < numel; k++) xd[k] = frand();
-        af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {n, 8, 4, 4}, .data = xd};
-        const char *names[1] = {"in0"};
-        af_error err = {0};
-        CHECK(af_session_run(fused, 1, names, &in, &err) == AF_OK);
-        CHECK(af_session_run(plain, 1, names, &in, &err) == AF_OK);
-        const af_tensor *yf = af_session_output(fused, 0), *yp = af_session_output(plain, 0);
-        CHECK(yf && yp && yf->rank == 4 && yf->dims[0] == n && yf->dims[1] == 8);
-        const int64_t bad = af_test_count_beyond(yf, yp, 1e-5, 1e-6);
+        const int64_t bad = af_test_compare_runs(fused, plain, "in0", (int64_t[]){n, 8, 4, 4}, frand, 1e-5, 1e-6);
         if (bad) af_test_fail(__FILE__, __LINE__, "batch %lld: %lld values differ", (long long)n, (long long)bad);
-        free(xd);
     }
     /* The Conv + Relu fused: it needs the shuffled tensor's [C, H, W]. */
     char *report = fused ? af_test_capture(fused, af_session_fusion_report) : NULL;
@@ -123,15 +110,7 @@ AF_TEST(fold_partial_does_not_guess_an_unrelated_dim) {
     ob_free(b);
     CHECK(m != NULL);
     if (!m) return;
-    int64_t d[AF_MAX_RANK];
-    int rank;
-    dims_of(m, name, d, &rank);
-    CHECK_EQ_INT(rank, 3);
-    if (rank == 3) {
-        CHECK_EQ_INT(d[0], -1);
-        CHECK_EQ_INT(d[1], -1);
-        CHECK_EQ_INT(d[2], 4);
-    }
+    check_dims(m, name, 3, (int64_t[]){-1, -1, 4});
     af_model_free(m);
 }
 
@@ -152,16 +131,7 @@ AF_TEST(fold_partial_resize_to_known_sizes) {
     ob_free(b);
     CHECK(m != NULL);
     if (!m) return;
-    int64_t d[AF_MAX_RANK];
-    int rank;
-    dims_of(m, name, d, &rank);
-    CHECK_EQ_INT(rank, 4);
-    if (rank == 4) {
-        CHECK_EQ_INT(d[0], -1);
-        CHECK_EQ_INT(d[1], 5);
-        CHECK_EQ_INT(d[2], 6);
-        CHECK_EQ_INT(d[3], 6);
-    }
+    check_dims(m, name, 4, (int64_t[]){-1, 5, 6, 6});
     af_model_free(m);
 }
 
