@@ -1,6 +1,6 @@
 /* Constant folding: nodes whose inputs are all known are evaluated once with the reference kernel.
  * Shape and Size of statically shaped values fold too, which resolves the Shape->Gather->Concat->
- * Reshape chains exporters emit. */
+ * Reshape chains exporters emit; with a symbolic dim those chains fold in part (fold_partial.h). */
 #include <string.h>
 
 #include "ir/fold_partial.h"
