@@ -92,10 +92,29 @@ static const af_gemm_isa_cfg *tile_cfg(const af_conv_implicit *c) {
     return c->channel_rows ? &af_gemm_cfg_avx512_wide : af_gemm_isa_cfg_for(c->isa);
 }
 
-/* Whether c's tile function runs all of epi, in registers (into *f). */
+/* A weight panel (K x panel width floats) larger than CHUNK_ABOVE bytes does not stay in L2 while
+ * the tiles of a block pass over it, and each tile streamed all of it from memory: FCN-ResNet50's
+ * 3x3 head (2048 -> 512 channels, K = 18432, 2.4 MB panels) ran at 37 GFLOP/s. Such a K runs in
+ * chunks of whole channels, each panel chunk within CHUNK_BYTES reused by every tile of the block
+ * before the next, the tiles' sums added up in the output. Panels up to 1 MiB (ResNet-50's
+ * largest are 0.6 MB) run as before. */
+#define CHUNK_ABOVE (1024 * 1024)
+#define CHUNK_BYTES (512 * 1024)
+
+/* How many K chunks c's tiles run in (1: K whole). */
+static int64_t k_chunks(const af_conv_implicit *c) {
+    if (c->channel_rows) return 1;
+    const int64_t panel = c->cin * c->kh * c->kw * (int64_t)tile_cfg(c)->nr * (int64_t)sizeof(float);
+    if (panel <= CHUNK_ABOVE) return 1;
+    return min64(c->cin, ceil_div(panel, CHUNK_BYTES));
+}
+
+/* Whether c's tile function runs all of epi, in registers (into *f): not when K runs in chunks,
+ * whose sums meet in the output before the epilogue. */
 static bool epilogue_in_registers(const af_conv_implicit *c, const af_epilogue *epi, af_gemm_fused *f) {
     const af_gemm_isa_cfg *cfg = tile_cfg(c);
-    return (c->channel_rows ? cfg->fused : cfg->conv_fused) && af_gemm_compile_fused(epi, 0, f) == epi->n_steps;
+    return (c->channel_rows ? cfg->fused : cfg->conv_fused) && k_chunks(c) == 1 &&
+           af_gemm_compile_fused(epi, 0, f) == epi->n_steps;
 }
 
 bool af_conv_implicit_residual_in_place(const af_conv_implicit *c, const af_epilogue *epi) {
@@ -121,6 +140,7 @@ typedef struct implicit_run {
      * run_tiles (r + 1) / rows) of the flattened plane, row_len and in_stride unused. */
     int64_t run_tiles;
     int64_t rows_per_block, panels_per_group, n_groups;
+    int64_t n_chunks; /* K runs in this many chunks of whole channels (k_chunks) */
     bool panel_tasks; /* one row block, one weight panel a task (see choose_tasks) */
     int panel_w, tile_px; /* output channels per weight panel, pixels per tile (at most) */
     int tile_step;        /* tile widths are multiples of this (the last one in a row excepted) */
@@ -200,6 +220,51 @@ static void phase_rows_task(void *ctx, int task, int thread) {
         for (int64_t a = 0; a < r->p.na; a++) make_phase_rows(r, ci, a, i0, i1, last);
 }
 
+/* One weight panel (output channels [co, co + nc)) over the tiles of rows [y_lo, y_hi), K in
+ * r->n_chunks chunks of whole channels: chunk by chunk, every tile of the rows (the panel chunk
+ * stays in L2 across them), each tile's sums written (first chunk) or added (the others) into the
+ * output, the epilogue over it after the last. Pixel-row tiles only (not channel rows). */
+static void chunked_panel(const implicit_run *r, const float *panel, int64_t co, int nc, int64_t y_lo, int64_t y_hi) {
+    const af_conv_implicit *c = r->c;
+    const af_gemm_isa_cfg *cfg = r->cfg;
+    const int PX = r->tile_px, CH = r->panel_w;
+    const int64_t taps = c->kh * c->kw, hw = r->oh * r->ow;
+    float tmp[AF_GEMV_MAX_W * 16]; /* one tile, CH rows of PX pixels (CH <= 48, PX <= 16) */
+    for (int64_t q = 0; q < r->n_chunks; q++) {
+        const int64_t ch0 = c->cin * q / r->n_chunks, ch1 = c->cin * (q + 1) / r->n_chunks;
+        const bool first = q == 0, last = q + 1 == r->n_chunks;
+        for (int64_t oy = y_lo; oy < y_hi; oy++) {
+            int64_t n0, len;
+            row_pixels(r, oy, &n0, &len);
+            const int64_t nt = ceil_div(len, PX), nv = ceil_div(len, r->tile_step); /* as tile_task splits */
+            for (int64_t i = 0; i < nt; i++) {
+                const int64_t ox = nv * i / nt * r->tile_step;
+                const int np = (int)(min64(nv * (i + 1) / nt * r->tile_step, len) - ox);
+                const float *pixels = r->planes + (r->run_tiles > 0 ? n0 : oy * r->in_stride) + ox + ch0 * r->p.chan_ld;
+                float *cp = r->y + co * hw + n0 + ox;
+                const af_gemm_tile_args t = {.kc = (ch1 - ch0) * taps,
+                                             .a = pixels,
+                                             .b = panel + ch0 * taps * CH,
+                                             .tap_off = r->tap_off,
+                                             .taps = (int)taps,
+                                             .chan_ld = r->p.chan_ld,
+                                             .c = first ? cp : tmp,
+                                             .ldc = first ? hw : PX,
+                                             .mr = np,
+                                             .nr = nc,
+                                             .alpha = 1.0f,
+                                             .pf = panel,
+                                             .pf_ld = 0};
+                cfg->conv_tile(&t);
+                if (!first)
+                    for (int j = 0; j < nc; j++)
+                        for (int p = 0; p < np; p++) cp[j * hw + p] += tmp[j * PX + p];
+                if (last && r->epi) cfg->epilogue(r->epi, cp, hw, nc, np, co, n0 + ox, 0);
+            }
+        }
+    }
+}
+
 /* Task (block of output rows, group of weight panels): every panel of the group over every tile
  * of the block, so a panel (K x panel_w) is reused from L2 across the tiles, and the block's
  * planes from L2 across the panels. A tile is tile_px pixels of one row by the panel's channels:
@@ -231,6 +296,10 @@ static void tile_task(void *ctx, int task, int thread) {
          * ms; the whole model 37.5 -> 36.8 ms (one thread), 20.9 -> 20.2 ms (two). (The channel
          * rows' weights are small: no prefetch.) With a panel a task, the next panel is most
          * likely this thread's next task. */
+        if (r->n_chunks > 1) {
+            chunked_panel(r, panel, co, nc, y_lo, y_hi);
+            continue;
+        }
         const int64_t p_next_end = r->panel_tasks ? n_panels : p_hi;
         const float *next = !rows && jp + 1 < p_next_end ? panel + K * CH : NULL;
         int64_t n_tiles = 0;
@@ -283,7 +352,10 @@ static void tile_task(void *ctx, int task, int thread) {
 static void choose_tasks(implicit_run *r, int n_threads) {
     const af_conv_implicit *c = r->c;
     const int64_t n_panels = ceil_div(c->cout, r->panel_w);
-    const int64_t row_bytes = r->in_stride * r->p.na * r->p.nb * c->cin * (int64_t)sizeof(float);
+    /* A block's rows of planes stay in L2 across the panels (or panel chunks: only the chunk's
+     * channels at a time). */
+    const int64_t row_bytes =
+        r->in_stride * r->p.na * r->p.nb * ceil_div(c->cin, r->n_chunks) * (int64_t)sizeof(float);
     int64_t rows = BLOCK_B_BYTES / (row_bytes > 0 ? row_bytes : 1) - r->halo;
     if (rows < 1) rows = 1;
     int64_t n_blocks = ceil_div(r->rows, rows), n_groups = 1;
@@ -329,6 +401,7 @@ af_status af_conv_implicit_run(const af_conv_implicit *c, const af_conv_geom *ge
     r.tile_px = c->channel_rows ? r.cfg->nr : r.cfg->mr;
     r.tile_step = c->channel_rows ? 16 : r.tile_px; /* channel rows: whole vectors of pixels */
     r.in_registers = r.epi && epilogue_in_registers(c, r.epi, &r.fused);
+    r.n_chunks = k_chunks(c);
     int32_t *off = workspace;
     for (int64_t ky = 0; ky < c->kh; ky++)
         for (int64_t kx = 0; kx < c->kw; kx++) {
