@@ -305,7 +305,8 @@ AF_TEST(dynamic_batch_fixtures_fuse_as_their_static_exports) {
             const int a = accepted_of(rs, families[f]), b = accepted_of(rd, families[f]);
             total += a;
             if (a != b)
-                af_test_fail(__FILE__, __LINE__, "%s: %d %s groups, the static export %d", pairs[i][1], b, families[f], a);
+                af_test_fail(__FILE__, __LINE__, "%s: %d %s groups, the static export %d", pairs[i][1], b,
+                             families[f], a);
         }
         CHECK(total > 0);
         af_value_info info;
@@ -314,7 +315,9 @@ AF_TEST(dynamic_batch_fixtures_fuse_as_their_static_exports) {
         for (int64_t n = 1; ok && fd && pd && n <= 3; n += 2) {
             const int64_t dims[4] = {n, info.dims[1], info.dims[2], info.dims[3]};
             const int64_t bad = af_test_compare_runs(fd, pd, info.name, dims, frand, 1e-3, 1e-4);
-            if (bad) af_test_fail(__FILE__, __LINE__, "%s batch %lld: %lld values differ", pairs[i][1], (long long)n, (long long)bad);
+            if (bad)
+                af_test_fail(__FILE__, __LINE__, "%s batch %lld: %lld values differ", pairs[i][1], (long long)n,
+                             (long long)bad);
         }
         free(rs);
         free(rd);
@@ -374,7 +377,9 @@ AF_TEST(dynamic_planes_run_fast_convs_and_match_unfused) {
     for (int p = 0; fused && plain && p < 2; p++) {
         const int64_t dims[4] = {planes[p][0], 16, planes[p][1], planes[p][2]};
         const int64_t bad = af_test_compare_runs(fused, plain, "in0", dims, frand, 1e-4, 1e-5);
-        if (bad) af_test_fail(__FILE__, __LINE__, "%lldx%lld: %lld values differ", (long long)dims[2], (long long)dims[3], (long long)bad);
+        if (bad)
+            af_test_fail(__FILE__, __LINE__, "%lldx%lld: %lld values differ", (long long)dims[2], (long long)dims[3],
+                         (long long)bad);
     }
     char *prof = fused ? af_test_capture(fused, af_session_profile_write_json) : NULL;
     CHECK(prof && strstr(prof, "\"kernel\"") && !strstr(prof, "reference"));

@@ -52,11 +52,13 @@ static af_model *shuffle_model(char *shuffled, size_t size) {
     ob_model *b = ob_new(13);
     const char *x = ob_input(b, 4, (int64_t[]){-1, 8, 4, 4});
     const char *half = ob_node2(b, "Div", dim_of(b, x, 1), i64(b, 2));
-    const char *t1 = ob_node(b, "Concat", 5, (const char *[]){dim_of(b, x, 0), i64(b, 2), half, dim_of(b, x, 2), dim_of(b, x, 3)});
+    const char *t1 =
+        ob_node(b, "Concat", 5, (const char *[]){dim_of(b, x, 0), i64(b, 2), half, dim_of(b, x, 2), dim_of(b, x, 3)});
     ob_attr_i(b, "axis", 0);
     const char *tr = ob_node1(b, "Transpose", ob_node2(b, "Reshape", x, t1));
     ob_attr_ints(b, "perm", 5, (int64_t[]){0, 2, 1, 3, 4});
-    const char *t2 = ob_node(b, "Concat", 4, (const char *[]){dim_of(b, x, 0), i64(b, -1), dim_of(b, x, 2), dim_of(b, x, 3)});
+    const char *t2 =
+        ob_node(b, "Concat", 4, (const char *[]){dim_of(b, x, 0), i64(b, -1), dim_of(b, x, 2), dim_of(b, x, 3)});
     ob_attr_i(b, "axis", 0);
     const char *r2 = ob_node2(b, "Reshape", tr, t2);
     snprintf(shuffled, size, "%s", r2);

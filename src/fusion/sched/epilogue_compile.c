@@ -355,7 +355,8 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
                 return fail(&c, "node '%s' adds a value computed inside the group", n->name);
             if (s->n_residuals >= AF_EPI_MAX_STEPS) return fail(&c, "too many residual inputs%s", "");
             /* -1: a symbolic plane (conv) or symbolic rows (MatMul), set per run (run_fused) */
-            int64_t ld = !c.conv ? c.channels : out->dims[2] >= 0 && out->dims[3] >= 0 ? out->dims[2] * out->dims[3] : -1;
+            const bool plane = out->dims[2] >= 0 && out->dims[3] >= 0;
+            int64_t ld = !c.conv ? c.channels : plane ? out->dims[2] * out->dims[3] : -1;
             /* per image / batch item */
             int64_t bstride = c.conv ? (ld >= 0 ? c.channels * ld : -1) : c.rows >= 0 ? c.rows * c.channels : -1;
             s->residual_step[s->n_residuals] = s->epi.n_steps;

@@ -337,8 +337,8 @@ static bool conv_residual_in_place(const af_kernel *k, const af_epilogue *epi) {
 
 /* Whether a grouped convolution runs on the channel-blocked kernel: AVX-512, groups of 2 to 32
  * channels (as many out as in) that it takes, and a non-empty output (its scratch depends on the
- * width: where that is unknown at prepare, each run makes its own). On one thread it ran ResNeXt50's grouped 3x3 convs at 60-160 GFLOP/s,
- * where im2col + a GEMM per group ran 32-54. */
+ * width: where that is unknown at prepare, each run makes its own). On one thread it ran
+ * ResNeXt50's grouped 3x3 convs at 60-160 GFLOP/s, where im2col + a GEMM per group ran 32-54. */
 static bool grouped_blocked(const af_kernel_request *req, int64_t groups, int64_t cin, int64_t cout,
                             const af_tensor *y) {
     return af_cpu_isa_clamp(req->choice.isa) == AF_ISA_AVX512 && groups > 1 && groups < cin && cin == cout &&
