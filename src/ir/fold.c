@@ -5,6 +5,7 @@
 
 #include "ir/fold_partial.h"
 #include "ir/op_ctx.h"
+#include "ir/shape/generators.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -37,11 +38,9 @@ static af_status fold_shape_query(af_graph *g, af_node *n, bool *done, af_error 
     if (n->op == AF_OP_SIZE) {
         ((int64_t *)t.data)[0] = af_tensor_numel(x);
     } else {
-        int64_t start = af_node_attr_int(n, "start", 0), end = af_node_attr_int(n, "end", x->rank);
-        if (start < 0) start += x->rank;
-        if (end < 0) end += x->rank;
-        start = start < 0 ? 0 : start > x->rank ? x->rank : start;
-        end = end < start ? start : end > x->rank ? x->rank : end;
+        const af_op_ctx ctx = {.node = n, .graph = g, .opset = g->opset};
+        int start, end; /* as Shape's own inference takes them */
+        af_generators_shape_range(&ctx, x->rank, &start, &end);
         for (int64_t d = start, i = 0; d < end && i < af_tensor_numel(&t); d++, i++)
             ((int64_t *)t.data)[i] = x->dims[d];
     }
@@ -119,8 +118,7 @@ static af_status fold(af_graph *g, size_t max_bytes, af_shape_data *sd, af_error
         }
         refresh_shapes(g, n, info);
         if (n->n_inputs > 0 && !all_inputs_const(g, n)) {
-            bool folded;
-            af_status st = af_fold_partial(g, n, sd, &folded, err);
+            af_status st = af_fold_partial(g, n, sd, err);
             if (st != AF_OK) return st;
             continue;
         }

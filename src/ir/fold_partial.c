@@ -4,19 +4,24 @@
 #include <string.h>
 
 #include "ir/op.h"
+#include "ir/shape/generators.h"
 #include "ir/tensor.h"
 #include "util/alloc.h"
 
 #define ELEMS 8 /* the longest shape-like value tracked: a rank-8 shape */
 
-/* One small int64 value: n elements (n == 0: nothing known), each known (v) or not; an unknown
- * element may be tied to dim `dim` of value `of` (of < 0: no tie). */
+/* One element: known (v), or not and then maybe tied to dim `dim` of value `of` (of < 0: no tie). */
+typedef struct elem {
+    int64_t v;
+    bool known;
+    int of, dim;
+} elem;
+
+/* One small int64 value: n elements (n == 0: nothing known). */
 typedef struct elems {
     int n;
     bool scalar; /* rank 0 (n == 1) */
-    int64_t v[ELEMS];
-    bool known[ELEMS];
-    int of[ELEMS], dim[ELEMS];
+    elem el[ELEMS];
 } elems;
 
 /* The element data per value, and which unknown dims are the same dim: a union-find over
@@ -63,18 +68,12 @@ static void join(af_shape_data *sd, int va, int a, int vb, int b) {
 }
 
 /* The dim of value x that unknown element i of e is, or -1. */
-static int tied_dim(const af_shape_data *sd, const elems *e, int i, int x, const af_tensor *xt) {
-    if (e->known[i] || e->of[i] < 0 || e->of[i] >= sd->n_values) return -1;
-    const int r = root(sd, e->of[i], e->dim[i]);
+static int tied_dim(const af_shape_data *sd, const elem *e, int x, const af_tensor *xt) {
+    if (e->known || e->of < 0 || e->of >= sd->n_values) return -1;
+    const int r = root(sd, e->of, e->dim);
     for (int d = 0; d < xt->rank && d < AF_MAX_RANK; d++)
         if (xt->dims[d] < 0 && root(sd, x, d) == r) return d;
     return -1;
-}
-
-static void set_unknown(elems *e, int i, int of, int dim) {
-    e->known[i] = false;
-    e->of[i] = of;
-    e->dim[i] = dim;
 }
 
 /* Value v's elements: a constant int64/int32 of at most ELEMS elements and rank 0 or 1, or what
@@ -89,10 +88,10 @@ static bool get(const af_graph *g, const af_shape_data *sd, int v, elems *out) {
             (t->dtype != AF_DTYPE_INT64 && t->dtype != AF_DTYPE_INT32))
             return false;
         *out = (elems){.n = (int)n, .scalar = t->rank == 0};
-        for (int i = 0; i < out->n; i++) {
-            out->v[i] = t->dtype == AF_DTYPE_INT64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
-            out->known[i] = true;
-        }
+        for (int i = 0; i < out->n; i++)
+            out->el[i] = (elem){.v = t->dtype == AF_DTYPE_INT64 ? ((const int64_t *)t->data)[i]
+                                                                 : ((const int32_t *)t->data)[i],
+                                .known = true};
         return out->n > 0;
     }
     if (sd->e[v].n == 0) return false;
@@ -102,11 +101,11 @@ static bool get(const af_graph *g, const af_shape_data *sd, int v, elems *out) {
 
 /* Node output v gets e: made a constant when every element is known (its declared shape must
  * hold them: rank 0 or 1 int64 of e.n elements), else recorded. */
-static af_status put(af_graph *g, af_shape_data *sd, int v, const elems *e, bool *folded, af_error *err) {
+static af_status put(af_graph *g, af_shape_data *sd, int v, const elems *e, af_error *err) {
     if (v < 0 || e->n == 0) return AF_OK;
     af_value *val = &g->values[v];
     bool all = true;
-    for (int i = 0; i < e->n; i++) all &= e->known[i];
+    for (int i = 0; i < e->n; i++) all &= e->el[i].known;
     const af_tensor *t = &val->t;
     const bool fits = t->dtype == AF_DTYPE_INT64 && t->rank == (e->scalar ? 0 : 1) && af_tensor_numel(t) == e->n;
     if (!fits) return AF_OK;
@@ -118,10 +117,9 @@ static af_status put(af_graph *g, af_shape_data *sd, int v, const elems *e, bool
     c.data = NULL;
     af_status st = af_tensor_alloc(&c, err);
     if (st != AF_OK) return st;
-    memcpy(c.data, e->v, (size_t)e->n * sizeof(int64_t));
+    for (int i = 0; i < e->n; i++) ((int64_t *)c.data)[i] = e->el[i].v;
     val->t = c;
     val->kind = AF_VALUE_CONST;
-    *folded = true;
     return AF_OK;
 }
 
@@ -130,18 +128,12 @@ static elems shape_of(const af_graph *g, const af_node *n) {
     const int x = n->n_inputs > 0 ? n->inputs[0] : -1;
     const af_tensor *t = x >= 0 ? &g->values[x].t : NULL;
     if (!t || t->rank < 0) return e;
-    int64_t start = af_node_attr_int(n, "start", 0), end = af_node_attr_int(n, "end", t->rank);
-    if (start < 0) start += t->rank;
-    if (end < 0) end += t->rank;
-    start = start < 0 ? 0 : start > t->rank ? t->rank : start;
-    end = end < start ? start : end > t->rank ? t->rank : end;
+    const af_op_ctx ctx = {.node = n, .graph = g, .opset = g->opset};
+    int start, end;
+    af_generators_shape_range(&ctx, t->rank, &start, &end);
     if (end - start > ELEMS) return e;
-    for (int64_t d = start; d < end; d++) {
-        const int i = e.n++;
-        e.v[i] = t->dims[d];
-        e.known[i] = t->dims[d] >= 0;
-        if (!e.known[i]) set_unknown(&e, i, x, (int)d);
-    }
+    for (int d = start; d < end; d++)
+        e.el[e.n++] = t->dims[d] >= 0 ? (elem){.v = t->dims[d], .known = true} : (elem){.of = x, .dim = d};
     return e;
 }
 
@@ -152,9 +144,9 @@ static elems gather(const af_graph *g, const af_shape_data *sd, const af_node *n
         g->values[n->inputs[1]].kind != AF_VALUE_CONST || !get(g, sd, n->inputs[1], &idx))
         return e;
     for (int i = 0; i < idx.n; i++) {
-        int64_t k = idx.v[i] < 0 ? idx.v[i] + data.n : idx.v[i];
+        const int64_t k = idx.el[i].v < 0 ? idx.el[i].v + data.n : idx.el[i].v;
         if (k < 0 || k >= data.n) return (elems){0};
-        e.v[i] = data.v[k], e.known[i] = data.known[k], e.of[i] = data.of[k], e.dim[i] = data.dim[k];
+        e.el[i] = data.el[k];
     }
     e.n = idx.n;
     e.scalar = idx.scalar;
@@ -164,23 +156,21 @@ static elems gather(const af_graph *g, const af_shape_data *sd, const af_node *n
 /* Slice of a rank-1 value by constant one-element starts and ends (axes, if given, [0]; steps,
  * if given, positive), clamped as ONNX clamps them. */
 static elems slice(const af_graph *g, const af_shape_data *sd, const af_node *n) {
-    elems e = {0}, data, b, en, ax = {.n = 1, .v = {0}, .known = {true}}, st = {.n = 1, .v = {1}, .known = {true}};
+    elems e = {0}, data, b, en;
+    elems ax = {.n = 1, .el = {{.v = 0, .known = true}}}, st = {.n = 1, .el = {{.v = 1, .known = true}}};
     if (n->n_inputs < 3 || !get(g, sd, n->inputs[0], &data) || data.scalar) return e;
     for (int k = 1; k < n->n_inputs && k < 5; k++)
         if (n->inputs[k] >= 0 && g->values[n->inputs[k]].kind != AF_VALUE_CONST) return e;
     if (!get(g, sd, n->inputs[1], &b) || !get(g, sd, n->inputs[2], &en) || b.n != 1 || en.n != 1) return e;
     if (n->n_inputs > 3 && n->inputs[3] >= 0 && (!get(g, sd, n->inputs[3], &ax) || ax.n != 1)) return e;
     if (n->n_inputs > 4 && n->inputs[4] >= 0 && (!get(g, sd, n->inputs[4], &st) || st.n != 1)) return e;
-    if ((ax.v[0] != 0 && ax.v[0] != -1) || st.v[0] < 1) return e;
-    const int64_t len = data.n;
-    int64_t lo = b.v[0] < 0 ? b.v[0] + len : b.v[0], hi = en.v[0] < 0 ? en.v[0] + len : en.v[0];
+    const int64_t axis = ax.el[0].v, step = st.el[0].v, len = data.n;
+    if ((axis != 0 && axis != -1) || step < 1) return e;
+    int64_t lo = b.el[0].v < 0 ? b.el[0].v + len : b.el[0].v, hi = en.el[0].v < 0 ? en.el[0].v + len : en.el[0].v;
     lo = lo < 0 ? 0 : lo > len ? len : lo;
     hi = hi < 0 ? 0 : hi > len ? len : hi;
-    const int64_t count = hi > lo ? (hi - lo - 1) / st.v[0] + 1 : 0; /* a huge step cannot overflow i */
-    for (int64_t j = 0; j < count; j++, e.n++) {
-        const int64_t i = lo + j * st.v[0];
-        e.v[e.n] = data.v[i], e.known[e.n] = data.known[i], e.of[e.n] = data.of[i], e.dim[e.n] = data.dim[i];
-    }
+    const int64_t count = hi > lo ? (hi - lo - 1) / step + 1 : 0; /* a huge step cannot overflow i */
+    for (int64_t j = 0; j < count; j++) e.el[e.n++] = data.el[lo + j * step];
     return e;
 }
 
@@ -190,8 +180,7 @@ static elems concat(const af_graph *g, const af_shape_data *sd, const af_node *n
     if (axis != 0 && axis != -1) return e;
     for (int k = 0; k < n->n_inputs; k++) {
         if (!get(g, sd, n->inputs[k], &part) || part.scalar || e.n + part.n > ELEMS) return (elems){0};
-        for (int i = 0; i < part.n; i++, e.n++)
-            e.v[e.n] = part.v[i], e.known[e.n] = part.known[i], e.of[e.n] = part.of[i], e.dim[e.n] = part.dim[i];
+        for (int i = 0; i < part.n; i++) e.el[e.n++] = part.el[i];
     }
     return e;
 }
@@ -205,10 +194,10 @@ static elems arith(const af_graph *g, const af_shape_data *sd, const af_node *n)
     e.n = a.n > b.n ? a.n : b.n;
     e.scalar = a.scalar && b.scalar;
     for (int i = 0; i < e.n; i++) {
-        const int ia = a.n == 1 ? 0 : i, ib = b.n == 1 ? 0 : i;
-        set_unknown(&e, i, -1, 0);
-        if (!a.known[ia] || !b.known[ib]) continue;
-        const int64_t x = a.v[ia], y = b.v[ib];
+        const elem *x_ = &a.el[a.n == 1 ? 0 : i], *y_ = &b.el[b.n == 1 ? 0 : i];
+        e.el[i] = (elem){.of = -1}; /* unknown and untied unless computed below */
+        if (!x_->known || !y_->known) continue;
+        const int64_t x = x_->v, y = y_->v;
         int64_t r;
         bool ok = true;
         switch (n->op) {
@@ -217,7 +206,7 @@ static elems arith(const af_graph *g, const af_shape_data *sd, const af_node *n)
         case AF_OP_MUL: ok = !__builtin_mul_overflow(x, y, &r); break;
         default: ok = x >= 0 && y > 0, r = ok ? x / y : 0; break;
         }
-        if (ok) e.v[i] = r, e.known[i] = true;
+        if (ok) e.el[i] = (elem){.v = r, .known = true};
     }
     return e;
 }
@@ -241,17 +230,18 @@ static void reshape(af_graph *g, af_shape_data *sd, const af_node *n) {
     int64_t prod_out = 1, prod_in = 1;
     bool solvable = true;
     for (int i = 0; i < s.n; i++) {
+        const elem *t = &s.el[i];
         dims[i] = -1;
-        if (s.known[i] && s.v[i] == -1) {
+        if (t->known && t->v == -1) {
             if (infer_at >= 0) return;
             infer_at = i;
             continue;
         }
         int tie = -1;
-        if (s.known[i] && s.v[i] == 0) tie = i < in->rank ? i : -2; /* copies x's dim i */
-        else if (s.known[i]) dims[i] = s.v[i];
-        else tie = tied_dim(sd, &s, i, x, in);
-        if (tie == -2 || (tie >= 0 && tie >= in->rank)) return;
+        if (t->known && t->v == 0) tie = i < in->rank ? i : -2; /* copies x's dim i */
+        else if (t->known) dims[i] = t->v;
+        else tie = tied_dim(sd, t, x, in);
+        if (tie == -2) return;
         if (tie >= 0) {
             join(sd, n->outputs[0], i, x, tie);
             dims[i] = in->dims[tie];
@@ -282,7 +272,7 @@ static void resize(af_graph *g, const af_shape_data *sd, const af_node *n) {
     af_tensor *out = &g->values[n->outputs[0]].t;
     if (out->rank != s.n) return;
     for (int i = 0; i < s.n; i++)
-        if (out->dims[i] < 0 && s.known[i] && s.v[i] >= 0) out->dims[i] = s.v[i];
+        if (out->dims[i] < 0 && s.el[i].known && s.el[i].v >= 0) out->dims[i] = s.el[i].v;
 }
 
 /* Output dim i of a Transpose is input dim perm[i] (reversed without perm). */
@@ -298,8 +288,7 @@ static void transpose(const af_graph *g, af_shape_data *sd, const af_node *n) {
     }
 }
 
-af_status af_fold_partial(af_graph *g, const af_node *n, af_shape_data *sd, bool *folded, af_error *err) {
-    *folded = false;
+af_status af_fold_partial(af_graph *g, const af_node *n, af_shape_data *sd, af_error *err) {
     if (!sd || n->n_outputs < 1 || n->outputs[0] < 0) return AF_OK;
     elems e = {0}, in;
     switch (n->op) {
@@ -330,5 +319,5 @@ af_status af_fold_partial(af_graph *g, const af_node *n, af_shape_data *sd, bool
     case AF_OP_RESIZE: resize(g, sd, n); return AF_OK;
     default: return AF_OK;
     }
-    return put(g, sd, n->outputs[0], &e, folded, err);
+    return put(g, sd, n->outputs[0], &e, err);
 }

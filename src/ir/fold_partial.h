@@ -26,10 +26,11 @@ typedef struct af_shape_data af_shape_data;
 af_shape_data *af_shape_data_new(int n_values);
 void af_shape_data_free(af_shape_data *sd);
 
-/* Node n (Shape, Gather, Unsqueeze, Squeeze, Identity, Cast to int64, Concat, Add, Sub, Mul, Div,
- * Reshape; others are left alone) on the element data of its inputs: records its output's, or
- * makes the output a constant when every element is known (*folded set), or for a Reshape refines
- * its output's unknown dims. Fails only on allocation. */
-af_status af_fold_partial(af_graph *g, const af_node *n, af_shape_data *sd, bool *folded, af_error *err);
+/* Node n (Shape, Gather, Slice, Unsqueeze, Squeeze, Identity, Cast to int64, Concat, Add, Sub, Mul,
+ * Div; Reshape, Resize and Transpose; others are left alone) on the element data of its inputs:
+ * records its output's, or makes the output a constant when every element is known (the node then
+ * is dead), or for a Reshape or Resize refines its output's unknown dims (a Reshape or Transpose
+ * also records which dims pass through). Fails only on allocation. */
+af_status af_fold_partial(af_graph *g, const af_node *n, af_shape_data *sd, af_error *err);
 
 #endif
