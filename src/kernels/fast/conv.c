@@ -424,19 +424,12 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
          * exports are mostly of large images: FCN-ResNet50 at 256x192, where its 1x1 convs made
          * the implicit kernel's steps 830 ms of a 1025 ms run against ONNX Runtime's 655). */
         const bool sized = oh > 0 && ow > 0, unsized = oh < 0 || ow < 0;
-        if (groups == 1 && unsized && !s->pointwise && geo.n_sp == 2 && geo.dilation[0] == 1 &&
-            geo.dilation[1] == 1) {
+        const bool undilated = geo.dilation[0] == 1 && geo.dilation[1] == 1; /* the fit, short of a plane */
+        if (groups == 1 && ((sized && !gemm_1x1) || (unsized && !s->pointwise && undilated))) {
             st = af_conv_implicit_prepare(req->choice.isa, w->data, cout, cin, s->kh, s->kw, &s->implicit);
             if (st != AF_OK) goto fail;
-            k->name = "f32_conv_implicit_gemm";
-            k->weight_bytes += af_gemm_packed_bytes(s->implicit.w);
-            goto done;
-        }
-        if (groups == 1 && sized && !gemm_1x1) {
-            st = af_conv_implicit_prepare(req->choice.isa, w->data, cout, cin, s->kh, s->kw, &s->implicit);
-            if (st != AF_OK) goto fail;
-            if (af_conv_implicit_fit(&s->implicit, &geo, oh, ow)) {
-                k->workspace_bytes = af_conv_implicit_workspace(&s->implicit, &geo, oh, ow);
+            if (unsized || af_conv_implicit_fit(&s->implicit, &geo, oh, ow)) {
+                if (sized) k->workspace_bytes = af_conv_implicit_workspace(&s->implicit, &geo, oh, ow);
                 k->name = "f32_conv_implicit_gemm";
                 k->weight_bytes += af_gemm_packed_bytes(s->implicit.w);
                 goto done;

@@ -151,14 +151,16 @@ static af_status pwdw_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     const af_pwdw_desc *d = &s->d;
     const af_tensor *x = af_ctx_input(c, 0);
     af_tensor *y = af_ctx_output(c, 0);
-    /* A plane of unknown size at make (a dynamic-size export) is the input's, per run. */
+    /* A plane of unknown size at make (a dynamic-size export) is the input's, per run, and its
+     * output the depthwise window's over it (the pads were resolved at make: explicit or VALID). */
     const bool sized = d->h >= 0;
-    const af_conv_geom *g = &d->geo;
+    af_conv_geom geo = d->geo;
+    const af_conv_geom *g = &geo;
     int64_t h = d->h, w = d->w, oh = d->oh, ow = d->ow;
     if (!sized && x && x->rank == 4) {
-        h = x->dims[2], w = x->dims[3];
-        oh = (h + g->pad_begin[0] + g->pad_end[0] - d->kh) / g->stride[0] + 1;
-        ow = (w + g->pad_begin[1] + g->pad_end[1] - d->kw) / g->stride[1] + 1;
+        int64_t out[2];
+        if (af_conv_geom_forward(c, &geo, x->dims + 2, out) != AF_OK) return AF_ERR_RUNTIME;
+        h = x->dims[2], w = x->dims[3], oh = out[0], ow = out[1];
     }
     if (!x || x->dtype != AF_DTYPE_FLOAT || x->rank != 4 || x->dims[1] != d->cin || x->dims[2] != h ||
         x->dims[3] != w || h < 1 || w < 1 || h * w > INT32_MAX || oh < 1 || ow < 1 || !y || y->rank != 4 ||

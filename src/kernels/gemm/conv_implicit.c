@@ -161,6 +161,20 @@ static void row_pixels(const implicit_run *r, int64_t oy, int64_t *n0, int64_t *
     }
 }
 
+/* Tile i of the nt (ceil(len / tile_px)) a row of len output pixels runs as: its first pixel in
+ * *ox, its width returned. A row's tiles split its vectors evenly (channel rows: 112 pixels as
+ * 48 + 32 + 32, not 48 + 48 + 16, whose one-vector tile has 8 accumulators for 8 broadcasts). */
+static int row_tile(const implicit_run *r, int64_t len, int64_t i, int64_t nt, int64_t *ox) {
+    const int64_t nv = ceil_div(len, r->tile_step);
+    *ox = nv * i / nt * r->tile_step;
+    return (int)(min64(nv * (i + 1) / nt * r->tile_step, len) - *ox);
+}
+
+/* Where the planes of tile row oy, whose first output pixel is n0, start. */
+static const float *row_planes(const implicit_run *r, int64_t oy, int64_t n0) {
+    return r->planes + (r->run_tiles > 0 ? n0 : oy * r->in_stride);
+}
+
 /* Rows [i0, i1) of the column phases of row phase a of input channel ci, and with `last` the
  * padding after each plane (its rounding to 64 bytes). The workspace: never in place here. Row i
  * of phase (a, b) is input row sy i + a - py, columns sx j + b - px. */
@@ -236,11 +250,11 @@ static void chunked_panel(const implicit_run *r, const float *panel, int64_t co,
         for (int64_t oy = y_lo; oy < y_hi; oy++) {
             int64_t n0, len;
             row_pixels(r, oy, &n0, &len);
-            const int64_t nt = ceil_div(len, PX), nv = ceil_div(len, r->tile_step); /* as tile_task splits */
+            const int64_t nt = ceil_div(len, PX);
             for (int64_t i = 0; i < nt; i++) {
-                const int64_t ox = nv * i / nt * r->tile_step;
-                const int np = (int)(min64(nv * (i + 1) / nt * r->tile_step, len) - ox);
-                const float *pixels = r->planes + (r->run_tiles > 0 ? n0 : oy * r->in_stride) + ox + ch0 * r->p.chan_ld;
+                int64_t ox;
+                const int np = row_tile(r, len, i, nt, &ox);
+                const float *pixels = row_planes(r, oy, n0) + ox + ch0 * r->p.chan_ld;
                 float *cp = r->y + co * hw + n0 + ox;
                 const af_gemm_tile_args t = {.kc = (ch1 - ch0) * taps,
                                              .a = pixels,
@@ -313,13 +327,11 @@ static void tile_task(void *ctx, int task, int thread) {
         for (int64_t oy = y_lo; oy < y_hi; oy++) {
             int64_t n0, len;
             row_pixels(r, oy, &n0, &len);
-            /* A row's tiles split its vectors evenly (channel rows: 112 pixels as 48 + 32 + 32,
-             * not 48 + 48 + 16, whose one-vector tile has 8 accumulators for 8 broadcasts). */
-            const int64_t nt = ceil_div(len, PX), nv = ceil_div(len, r->tile_step);
+            const int64_t nt = ceil_div(len, PX);
             for (int64_t i = 0; i < nt; i++, tile++) {
-                const int64_t ox = nv * i / nt * r->tile_step;
-                const int np = (int)(min64(nv * (i + 1) / nt * r->tile_step, len) - ox);
-                const float *pixels = r->planes + (r->run_tiles > 0 ? n0 : oy * r->in_stride) + ox;
+                int64_t ox;
+                const int np = row_tile(r, len, i, nt, &ox);
+                const float *pixels = row_planes(r, oy, n0) + ox;
                 float *cp = r->y + co * hw + n0 + ox;
                 af_gemm_fused ft;
                 if (r->in_registers) af_gemm_fused_at(&r->fused, co, n0 + ox, &ft);
