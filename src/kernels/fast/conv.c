@@ -31,8 +31,48 @@ typedef struct conv_state {
     af_dw_blocked grouped;   /* narrow groups, channel-blocked, when grouped.weights is set */
     af_conv_implicit implicit; /* the implicit GEMM when implicit.w is set (then packed is NULL) */
     af_conv_winograd wino;     /* Winograd F(m x m, 3x3) when wino.u is set (then packed is NULL) */
+    struct wino_by_plane *by_plane; /* a 3x3 conv of unknown plane that Winograd may take */
     int64_t out_hw;            /* output pixels per channel as planned; -1: unknown */
 } conv_state;
+
+/* Winograd for a 3x3 stride-1 conv whose output plane is unknown at prepare (a dynamic-size
+ * export): the tile size, and whether Winograd pays at all, depend on the plane
+ * (af_conv_winograd_tile), so each size's U is made by the first run whose plane asks for it and
+ * kept for the runs after; other planes run the implicit GEMM prepared beside it. Runs of one plan
+ * may be concurrent: a U is published by compare-and-swap, and a run that loses the race frees its
+ * own. The weights stay the graph's (packed_inputs leaves them in place) for the U made late. */
+typedef struct wino_by_plane {
+    const float *w;                   /* [cout, cin, 3, 3] */
+    _Atomic(af_conv_winograd *) u[2]; /* m = 4, m = 2; NULL until a run needs it */
+} wino_by_plane;
+
+static void wino_by_plane_free(wino_by_plane *b) {
+    if (!b) return;
+    for (int i = 0; i < 2; i++) {
+        af_conv_winograd *c = atomic_load(&b->u[i]);
+        if (c) af_conv_winograd_release(c);
+        af_free(c);
+    }
+    af_free(b);
+}
+
+/* The prepared Winograd of tile size m for b, made now if no run has yet; NULL when it cannot be
+ * had (out of memory: the caller runs the implicit GEMM). */
+static const af_conv_winograd *wino_by_plane_get(const conv_state *s, int m) {
+    _Atomic(af_conv_winograd *) *slot = &s->by_plane->u[m == 4 ? 0 : 1];
+    af_conv_winograd *c = atomic_load(slot);
+    if (c) return c;
+    if (!(c = af_calloc(1, sizeof *c))) return NULL;
+    if (af_conv_winograd_prepare(s->isa, m, s->by_plane->w, s->cout, s->cin, c) != AF_OK) {
+        af_free(c);
+        return NULL;
+    }
+    af_conv_winograd *none = NULL;
+    if (atomic_compare_exchange_strong(slot, &none, c)) return c;
+    af_conv_winograd_release(c); /* another run published its own first */
+    af_free(c);
+    return none;
+}
 
 static void conv_free(void *p) {
     conv_state *s = p;
@@ -42,6 +82,7 @@ static void conv_free(void *p) {
     af_dw_blocked_release(&s->grouped);
     af_conv_implicit_release(&s->implicit);
     af_conv_winograd_release(&s->wino);
+    wino_by_plane_free(s->by_plane);
     af_free(s);
 }
 
@@ -235,11 +276,19 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     }
 
     if (s->wino.u || s->implicit.w) { /* one image at a time, both kernels alike */
-        if (s->implicit.w && !af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
+        const af_conv_winograd *wino = s->wino.u ? &s->wino : NULL;
+        if (s->by_plane) {
+            const int m = af_conv_winograd_tile(&geo, s->kh, s->kw, s->groups, s->cin, s->cout, oh, ow, n_threads);
+            if (m) wino = wino_by_plane_get(s, m);
+        }
+        if (!wino && !af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
             return af_ctx_fail(c, AF_ERR_RUNTIME, "geometry differs from the prepared one");
         /* A plane whose size was unknown at prepare (the implicit GEMM prepared without a
-         * workspace) brings its own. */
-        const size_t need = s->implicit.w ? af_conv_implicit_workspace(&s->implicit, &geo, oh, ow) : 0;
+         * workspace, or Winograd by plane) brings its own. */
+        const size_t need = wino ? (s->by_plane ? af_conv_winograd_workspace(wino, oh, ow, n_threads) : 0)
+                                 : af_conv_implicit_workspace(&s->implicit, &geo, oh, ow);
+        if (wino && s->by_plane && need == 0)
+            return af_ctx_fail(c, AF_ERR_LIMIT, "convolution plane too large for its workspace");
         if (!(ws = run_workspace(workspace, k->workspace_bytes, need, &own, &ws_bytes)))
             return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the convolution's workspace");
         for (int64_t n = 0; n < n_img && st == AF_OK; n++) {
@@ -250,8 +299,8 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
             }
             const float *xn = xd + n * s->cin * hw_in;
             float *yn = yd + n * s->cout * hw;
-            st = s->wino.u ? af_conv_winograd_run(&s->wino, &geo, xn, yn, h, wd, oh, ow, &e, pool, ws, ws_bytes)
-                           : af_conv_implicit_run(&s->implicit, &geo, xn, yn, h, wd, oh, ow, &e, pool, ws, ws_bytes);
+            st = wino ? af_conv_winograd_run(wino, &geo, xn, yn, h, wd, oh, ow, &e, pool, ws, ws_bytes)
+                      : af_conv_implicit_run(&s->implicit, &geo, xn, yn, h, wd, oh, ow, &e, pool, ws, ws_bytes);
         }
         af_free_aligned(own);
         return st == AF_OK ? AF_OK : planned_kernel_status(c, st);
@@ -328,6 +377,7 @@ static bool conv_residual_in_place(const af_kernel *k, const af_epilogue *epi) {
         if (e.n_steps == AF_EPI_MAX_STEPS) return false;
         e.steps[e.n_steps++] = epi->steps[i];
     }
+    if (s->by_plane) return false; /* the plane may take Winograd */
     if (s->implicit.w) return af_conv_implicit_residual_in_place(&s->implicit, &e);
     if (!s->packed || s->out_hw < 1) return false;
     af_gemm_desc d = conv_gemm_desc(s, 0, s->out_hw);
@@ -401,7 +451,8 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         const bool gemm_1x1 =
             s->kh == 1 && s->kw == 1 && oh * ow >= 256 && !af_conv_implicit_channel_rows(req->choice.isa, cin, cout);
         const int n_threads = req->choice.n_threads > 0 ? req->choice.n_threads : 1;
-        const int wino_m = req->choice.no_winograd || getenv("AF_NO_WINOGRAD") || oh < 1 || ow < 1
+        const bool winograd_allowed = !req->choice.no_winograd && !getenv("AF_NO_WINOGRAD");
+        const int wino_m = !winograd_allowed || oh < 1 || ow < 1
                                ? 0
                                : af_conv_winograd_tile(&geo, s->kh, s->kw, groups, cin, cout, oh, ow, n_threads);
         if (wino_m) {
@@ -432,6 +483,18 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
                 if (sized) k->workspace_bytes = af_conv_implicit_workspace(&s->implicit, &geo, oh, ow);
                 k->name = "f32_conv_implicit_gemm";
                 k->weight_bytes += af_gemm_packed_bytes(s->implicit.w);
+                /* A plane that would take Winograd were it known (64x64, say) may at run time:
+                 * the weights stay for its U (wino_by_plane). */
+                if (unsized && winograd_allowed &&
+                    af_conv_winograd_tile(&geo, s->kh, s->kw, groups, cin, cout, 64, 64, n_threads)) {
+                    if (!(s->by_plane = af_calloc(1, sizeof *s->by_plane))) {
+                        st = AF_ERR_OUT_OF_MEMORY;
+                        goto fail;
+                    }
+                    s->by_plane->w = w->data;
+                    for (int i = 0; i < 2; i++) atomic_init(&s->by_plane->u[i], NULL);
+                    k->name = "f32_conv3x3_winograd_by_plane";
+                }
                 goto done;
             }
             af_conv_implicit_release(&s->implicit);
@@ -464,7 +527,8 @@ done:
     k->run = conv_run;
     k->takes_epilogue = true;
     k->residual_in_place = conv_residual_in_place;
-    k->packed_inputs = 1u << 1; /* W is packed (or copied, for depthwise); the bias is read in place */
+    /* W is packed (or copied, for depthwise), but for a late Winograd's U; the bias is read in place */
+    k->packed_inputs = s->by_plane ? 0 : 1u << 1;
     if (s->dw.weights) k->weight_bytes = (size_t)(cout * s->kh * s->kw) * sizeof(float);
     if (s->grouped.weights) k->weight_bytes = af_dw_blocked_weight_bytes(&s->grouped);
     for (int64_t g = 0; s->packed && g < groups; g++) k->weight_bytes += af_gemm_packed_bytes(s->packed[g]);
