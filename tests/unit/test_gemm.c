@@ -718,6 +718,39 @@ AF_TEST(gemm_pack_b_each_matches_pack_b) {
                 }
 }
 
+AF_TEST(gemm_packed_unpack_gives_the_source_back) {
+    /* Every packer (A, B, the 8x48 tile's B, the conv's channel-rows A) laid out as a row-major
+     * [rows, K] weight, lanes off the panel width: unpacking must give those floats back. */
+    static const int64_t rs[] = {1, 13, 33, 50}, ks[] = {1, 9, 40};
+    for (int isa = 0; isa < n_isas(); isa++)
+        for (int ri = 0; ri < 4; ri++)
+            for (int ki = 0; ki < 3; ki++)
+                for (int kind = 0; kind < (isa == AF_ISA_AVX512 ? 4 : 3); kind++) { /* the 8x48 tile's own */
+                    const int64_t R = rs[ri], K = ks[ki];
+                    float *w = af_malloc((size_t)(R * K) * sizeof *w), *back = af_malloc((size_t)(R * K) * sizeof *back);
+                    for (int64_t i = 0; w && i < R * K; i++) w[i] = (float)(i % 97) * 0.5f - 20.0f;
+                    af_gemm_packed *p = NULL;
+                    af_status st = AF_ERR_OUT_OF_MEMORY;
+                    if (w && back) {
+                        if (kind == 0) st = af_gemm_pack_a((af_isa)isa, 1, R, K, w, K, false, 0, &p);
+                        if (kind == 1) st = af_gemm_pack_b((af_isa)isa, 1, K, R, w, K, true, 0, &p);
+                        if (kind == 2) st = af_gemm_pack_b_for_rows((af_isa)isa, 64, 1, K, R, w, K, true, 0, &p);
+                        if (kind == 3) st = af_gemm_pack_a_cfg((af_isa)isa, &af_gemm_cfg_avx512_wide, R, K, w, K, false, &p);
+                    }
+                    CHECK(st == AF_OK);
+                    if (p) {
+                        memset(back, 0xff, (size_t)(R * K) * sizeof *back);
+                        af_gemm_packed_unpack(p, back);
+                        if (memcmp(w, back, (size_t)(R * K) * sizeof *w))
+                            af_test_fail(__FILE__, __LINE__, "%s rows %lld K %lld packer %d: unpacked differently",
+                                         af_isa_name(isa), (long long)R, (long long)K, kind);
+                    }
+                    af_gemm_packed_free(p);
+                    af_free(w);
+                    af_free(back);
+                }
+}
+
 AF_TEST(gemm_fused_epilogue_matches_applier) {
     /* A program the microkernel runs in registers (all of it, or a prefix with the rest in the
      * tile applier) versus the same program made unfusable by a leading * 1 (exact), which sends

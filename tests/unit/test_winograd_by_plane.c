@@ -24,6 +24,7 @@ static float frand(void) {
 /* y = Relu(Conv(Relu(Conv(x) + b1)) + b2 + x), both convs 3x3, 32 -> 32 channels, pads 1. */
 static af_model *by_plane_model(void) {
     static float w1[32 * 32 * 9], w2[32 * 32 * 9], b1[32], b2[32];
+    seed = 11u; /* the same weights every call */
     for (int i = 0; i < 32 * 32 * 9; i++) w1[i] = 0.08f * frand(), w2[i] = 0.08f * frand();
     for (int i = 0; i < 32; i++) b1[i] = 0.3f * frand(), b2[i] = 0.3f * frand();
     ob_model *m = ob_new(13);
@@ -88,19 +89,29 @@ AF_TEST(winograd_by_plane_picks_the_tile_per_run_and_matches_reference) {
     af_test_write_file(off, "{\"winograd\": false}");
     af_model *m = by_plane_model();
     CHECK(m != NULL);
-    af_session *s[3] = {m ? af_test_session(m, 3, NULL) : NULL, m ? af_test_session(m, 3, off) : NULL,
-                        m ? reference_session(m) : NULL}; /* by plane, implicit GEMM, reference */
-    CHECK(s[0] && s[1] && s[2]);
+    /* By plane, implicit GEMM, reference, and by plane on a session that dropped the graph's
+     * weights as it packed them (U comes from the packed copy). */
+    af_session *s[4] = {m ? af_test_session(m, 3, NULL) : NULL, m ? af_test_session(m, 3, off) : NULL,
+                        m ? reference_session(m) : NULL, NULL};
+    af_model *own = by_plane_model();
+    af_session_options o = af_session_options_default();
+    o.n_threads = 2;
+    af_error err = {0};
+    if (own && af_session_create_owning(own, &o, &s[3], &err) != AF_OK) af_model_free(own);
+    CHECK(s[0] && s[1] && s[2] && s[3]);
     if (s[0]) CHECK(af_session_set_profiling(s[0], 1, NULL) == AF_OK);
     static const struct {
         int64_t n, h, w;
         bool winograd;
     } runs[] = {{2, 40, 40, true}, {1, 12, 12, true}, {1, 6, 6, false}, {1, 12, 12, true}, {1, 41, 37, true}};
-    for (size_t r = 0; s[0] && s[1] && s[2] && r < sizeof runs / sizeof runs[0]; r++) {
+    for (size_t r = 0; s[0] && s[1] && s[2] && s[3] && r < sizeof runs / sizeof runs[0]; r++) {
         const int64_t dims[4] = {runs[r].n, 32, runs[r].h, runs[r].w};
-        float *out[3];
+        float *out[4];
         int64_t numel = 0;
-        run_all(s, 3, dims, out, &numel);
+        run_all(s, 4, dims, out, &numel);
+        if (out[0] && out[3] && memcmp(out[0], out[3], (size_t)numel * sizeof(float)))
+            af_test_fail(__FILE__, __LINE__, "%lldx%lld: the owning session's outputs differ", (long long)runs[r].h,
+                         (long long)runs[r].w);
         if (out[0] && out[1] && out[2]) {
             const af_tensor ref = {.dtype = AF_DTYPE_FLOAT, .rank = 1, .dims = {numel}, .data = out[2]};
             const af_tensor got = {.dtype = AF_DTYPE_FLOAT, .rank = 1, .dims = {numel}, .data = out[0]};
@@ -114,14 +125,14 @@ AF_TEST(winograd_by_plane_picks_the_tile_per_run_and_matches_reference) {
                              (long long)runs[r].h, (long long)runs[r].w, same_bits ? "has" : "differs from",
                              runs[r].winograd ? "Winograd's" : "them");
         }
-        for (int i = 0; i < 3; i++) free(out[i]);
+        for (int i = 0; i < 4; i++) free(out[i]);
     }
     char *prof = s[0] ? af_test_capture(s[0], af_session_profile_write_json) : NULL;
     const char *k = "\"kernel\":\"f32_conv3x3_winograd_by_plane\"";
     const char *first = prof ? strstr(prof, k) : NULL;
     CHECK(first && strstr(first + strlen(k), k)); /* both convs */
     free(prof);
-    for (int i = 0; i < 3; i++) af_session_free(s[i]);
+    for (int i = 0; i < 4; i++) af_session_free(s[i]);
     af_model_free(m);
     remove(off);
 }

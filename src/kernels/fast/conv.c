@@ -40,9 +40,8 @@ typedef struct conv_state {
  * (af_conv_winograd_tile), so each size's U is made by the first run whose plane asks for it and
  * kept for the runs after; other planes run the implicit GEMM prepared beside it. Runs of one plan
  * may be concurrent: a U is published by compare-and-swap, and a run that loses the race frees its
- * own. The weights stay the graph's (packed_inputs leaves them in place) for the U made late. */
+ * own. */
 typedef struct wino_by_plane {
-    const float *w;                   /* [cout, cin, 3, 3] */
     _Atomic(af_conv_winograd *) u[2]; /* m = 4, m = 2; NULL until a run needs it */
 } wino_by_plane;
 
@@ -62,11 +61,15 @@ static const af_conv_winograd *wino_by_plane_get(const conv_state *s, int m) {
     _Atomic(af_conv_winograd *) *slot = &s->by_plane->u[m == 4 ? 0 : 1];
     af_conv_winograd *c = atomic_load(slot);
     if (c) return c;
-    if (!(c = af_calloc(1, sizeof *c))) return NULL;
-    if (af_conv_winograd_prepare(s->isa, m, s->by_plane->w, s->cout, s->cin, c) != AF_OK) {
+    /* The weights back from the implicit GEMM's packed copy (the graph's may be gone). */
+    float *w = af_malloc((size_t)(s->cout * s->cin * 9) * sizeof *w);
+    if (w) af_gemm_packed_unpack(s->implicit.w, w);
+    if (!w || !(c = af_calloc(1, sizeof *c)) || af_conv_winograd_prepare(s->isa, m, w, s->cout, s->cin, c) != AF_OK) {
+        af_free(w);
         af_free(c);
         return NULL;
     }
+    af_free(w);
     af_conv_winograd *none = NULL;
     if (atomic_compare_exchange_strong(slot, &none, c)) return c;
     af_conv_winograd_release(c); /* another run published its own first */
@@ -483,15 +486,14 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
                 if (sized) k->workspace_bytes = af_conv_implicit_workspace(&s->implicit, &geo, oh, ow);
                 k->name = "f32_conv_implicit_gemm";
                 k->weight_bytes += af_gemm_packed_bytes(s->implicit.w);
-                /* A plane that would take Winograd were it known (64x64, say) may at run time:
-                 * the weights stay for its U (wino_by_plane). */
+                /* A plane that would take Winograd were it known (64x64, say) may at run time
+                 * (wino_by_plane). */
                 if (unsized && winograd_allowed &&
                     af_conv_winograd_tile(&geo, s->kh, s->kw, groups, cin, cout, 64, 64, n_threads)) {
                     if (!(s->by_plane = af_calloc(1, sizeof *s->by_plane))) {
                         st = AF_ERR_OUT_OF_MEMORY;
                         goto fail;
                     }
-                    s->by_plane->w = w->data;
                     for (int i = 0; i < 2; i++) atomic_init(&s->by_plane->u[i], NULL);
                     k->name = "f32_conv3x3_winograd_by_plane";
                 }
@@ -527,8 +529,7 @@ done:
     k->run = conv_run;
     k->takes_epilogue = true;
     k->residual_in_place = conv_residual_in_place;
-    /* W is packed (or copied, for depthwise), but for a late Winograd's U; the bias is read in place */
-    k->packed_inputs = s->by_plane ? 0 : 1u << 1;
+    k->packed_inputs = 1u << 1; /* W is packed (or copied, for depthwise); the bias is read in place */
     if (s->dw.weights) k->weight_bytes = (size_t)(cout * s->kh * s->kw) * sizeof(float);
     if (s->grouped.weights) k->weight_bytes = af_dw_blocked_weight_bytes(&s->grouped);
     for (int64_t g = 0; s->packed && g < groups; g++) k->weight_bytes += af_gemm_packed_bytes(s->packed[g]);

@@ -142,6 +142,15 @@ void af_gemm_packed_free(af_gemm_packed *p) {
 
 size_t af_gemm_packed_bytes(const af_gemm_packed *p) { return p ? p->bytes : 0; }
 
+/* Every ISA's packer lays panel p of w lanes out as K rows of w: lane l at k is
+ * data[(l / w) K w + k w + l % w] (the pad lanes of the last panel are zeros). */
+void af_gemm_packed_unpack(const af_gemm_packed *p, float *dst) {
+    for (int64_t l = 0; l < p->rows; l++) {
+        const float *panel = p->data + (l / p->w) * p->K * p->w + l % p->w;
+        for (int64_t k = 0; k < p->K; k++) dst[l * p->K + k] = panel[k * p->w];
+    }
+}
+
 /* ---- blocking ----------------------------------------------------------------------------------- */
 
 /* Cache blocking, fixed by the isa, the cache sizes, K and the desc's k_block only (never by the

@@ -86,6 +86,10 @@ typedef void (*af_gemm_fill_fn)(void *ctx, int64_t b, float *dst);
  * so that a computed operand (Winograd's U) never exists unpacked in full: one item of scratch. */
 af_status af_gemm_pack_b_each(af_isa isa, int64_t batch, int64_t K, int64_t N, int64_t ldb, bool trans_b,
                               af_gemm_fill_fn fill, void *ctx, af_gemm_packed **out);
+/* The source of a packed operand (its first item) back, lanes as rows: dst[l * K + k] is op(A)'s
+ * row l or op(B)'s column l at k, so a weight packed from a row-major [rows, K] array (W, or W^T
+ * stored transposed) comes back as that array. dst holds rows * K floats. */
+void af_gemm_packed_unpack(const af_gemm_packed *p, float *dst);
 /* Accepts NULL. */
 void af_gemm_packed_free(af_gemm_packed *p);
 /* Bytes the packed copy holds (for the memory report). */
