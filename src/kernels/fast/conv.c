@@ -231,7 +231,8 @@ static af_status planned_kernel_status(af_op_ctx *c, af_status st) {
 }
 
 static af_status conv_gemm_run(af_op_ctx *c, const conv_state *s, const af_conv_geom *gp, const af_epilogue *epi,
-                               af_threadpool *pool, const float *xd, float *yd, int64_t n_img, int64_t h, int64_t wd,
+                               af_threadpool *pool, const float *xd, float *yd, int64_t n0, int64_t n_img, int64_t h,
+                               int64_t wd,
                                int64_t oh, int64_t ow, void *workspace, size_t workspace_bytes);
 
 /* The workspace for a run that needs `need` bytes: the planned one where it is large enough, else
@@ -244,6 +245,79 @@ static void *run_workspace(void *planned, size_t planned_bytes, size_t need, voi
     if (!(*own = af_malloc_aligned(need))) return NULL;
     *bytes = need;
     return *own;
+}
+
+/* Images as tasks: with at least as many images as threads, each thread runs whole images on its
+ * own (Winograd, the implicit GEMM or the GEMM path, one thread each, in its slice of the
+ * workspace) instead of every image being split over the threads: no wait for the slowest thread
+ * after each image, and each core keeps its own image's planes in its caches. Each image's bits
+ * are the same either way (no kernel's summation order depends on its thread count). */
+typedef struct image_tasks {
+    const conv_state *s;
+    const af_conv_winograd *wino; /* Winograd's, else the implicit GEMM's or the GEMM path's */
+    const af_conv_geom *geo;
+    const af_epilogue *epi;
+    const float *x;
+    float *y;
+    int64_t h, wd, oh, ow;
+    char *workspace;
+    size_t per_thread;
+    _Atomic int failed; /* an af_status of a task that failed, else AF_OK */
+} image_tasks;
+
+/* Workspace bytes one image takes on one thread, 64-byte rounded; 0 when the sizes overflow. */
+static size_t image_task_bytes(const conv_state *s, const af_conv_winograd *wino, const af_conv_geom *geo, int64_t oh,
+                               int64_t ow) {
+    size_t b;
+    if (wino) b = af_conv_winograd_workspace(wino, oh, ow, 1);
+    else if (s->implicit.w) b = af_conv_implicit_workspace(&s->implicit, geo, oh, ow);
+    else {
+        af_gemm_desc d = conv_gemm_desc(s, 0, oh * ow);
+        b = unfold_bytes(s, oh * ow) + ((af_sgemm_workspace_size(&d, 1) + 63) & ~(size_t)63);
+    }
+    return (b + 63) & ~(size_t)63;
+}
+
+static void image_task(void *ctx, int n, int thread) {
+    image_tasks *t = ctx;
+    const conv_state *s = t->s;
+    const int64_t hw_in = t->h * t->wd, hw = t->oh * t->ow;
+    char *slice = t->workspace + (size_t)thread * t->per_thread;
+    af_status st = AF_OK;
+    if (t->wino || s->implicit.w) {
+        af_epilogue e;
+        st = group_epilogue(s, t->epi, n, 0, s->cout, hw, &e);
+        const float *xn = t->x + n * s->cin * hw_in;
+        float *yn = t->y + n * s->cout * hw;
+        if (st == AF_OK)
+            st = t->wino ? af_conv_winograd_run(t->wino, t->geo, xn, yn, t->h, t->wd, t->oh, t->ow, &e, NULL, slice,
+                                                t->per_thread)
+                         : af_conv_implicit_run(&s->implicit, t->geo, xn, yn, t->h, t->wd, t->oh, t->ow, &e, NULL,
+                                                slice, t->per_thread);
+    } else {
+        const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups;
+        const size_t col_bytes = unfold_bytes(s, hw);
+        for (int64_t g = 0; g < s->groups && st == AF_OK; g++) {
+            af_gemm_desc d = conv_gemm_desc(s, g, hw);
+            const float *xg = t->x + (n * s->cin + g * cg) * hw_in;
+            if (s->pointwise) {
+                d.B = xg;
+            } else {
+                im2col_args a = {af_vec_kernels_for(s->isa), xg, (float *)slice, t->h, t->wd, t->oh, t->ow, s->kh,
+                                 s->kw, t->geo};
+                for (int64_t row = 0; row < cg * s->kh * s->kw; row++) im2col_row(&a, (int)row, thread);
+                d.B = (float *)slice;
+            }
+            d.C = t->y + (n * s->cout + g * mg) * hw;
+            af_epilogue e;
+            st = group_epilogue(s, t->epi, n, g, mg, hw, &e);
+            d.epilogue = &e;
+            d.workspace = slice + col_bytes;
+            d.workspace_size = t->per_thread - col_bytes;
+            if (st == AF_OK) st = af_sgemm(&d, NULL);
+        }
+    }
+    if (st != AF_OK) atomic_store(&t->failed, (int)st);
 }
 
 static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
@@ -278,14 +352,30 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         return st;
     }
 
-    if (s->wino.u || s->implicit.w) { /* one image at a time, both kernels alike */
-        const af_conv_winograd *wino = s->wino.u ? &s->wino : NULL;
-        if (s->by_plane) {
-            const int m = af_conv_winograd_tile(&geo, s->kh, s->kw, s->groups, s->cin, s->cout, oh, ow, n_threads);
-            if (m) wino = wino_by_plane_get(s, m);
-        }
-        if (!wino && !af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
-            return af_ctx_fail(c, AF_ERR_RUNTIME, "geometry differs from the prepared one");
+    const af_conv_winograd *wino = s->wino.u ? &s->wino : NULL;
+    if (s->by_plane) {
+        const int m = af_conv_winograd_tile(&geo, s->kh, s->kw, s->groups, s->cin, s->cout, oh, ow, n_threads);
+        if (m) wino = wino_by_plane_get(s, m);
+    }
+    if (s->implicit.w && !wino && !af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
+        return af_ctx_fail(c, AF_ERR_RUNTIME, "geometry differs from the prepared one");
+    /* Whole rounds of images as tasks (image_tasks); the rest, fewer than the threads, split. */
+    const int64_t n0 = n_threads > 1 && n_img <= INT32_MAX ? n_img - n_img % n_threads : 0;
+    if (n0 > 0) {
+        const size_t per_thread = image_task_bytes(s, wino, &geo, oh, ow);
+        if (per_thread == 0 || per_thread > SIZE_MAX / (size_t)n_threads)
+            return af_ctx_fail(c, AF_ERR_LIMIT, "convolution plane too large for its workspace");
+        if (!(ws = run_workspace(workspace, k->workspace_bytes, per_thread * (size_t)n_threads, &own, &ws_bytes)))
+            return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the convolution's workspace");
+        image_tasks t = {.s = s, .wino = wino, .geo = &geo, .epi = epi, .x = xd, .y = yd, .h = h, .wd = wd, .oh = oh,
+                         .ow = ow, .workspace = ws, .per_thread = per_thread};
+        atomic_init(&t.failed, AF_OK);
+        af_threadpool_run(pool, (int)n0, image_task, &t);
+        af_free_aligned(own);
+        if ((st = (af_status)atomic_load(&t.failed)) != AF_OK) return planned_kernel_status(c, st);
+        if (n0 == n_img) return AF_OK;
+    }
+    if (wino || s->implicit.w) { /* one image at a time, both kernels alike */
         /* A plane whose size was unknown at prepare (the implicit GEMM prepared without a
          * workspace, or Winograd by plane) brings its own. */
         const size_t need = wino ? (s->by_plane ? af_conv_winograd_workspace(wino, oh, ow, n_threads) : 0)
@@ -294,7 +384,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
             return af_ctx_fail(c, AF_ERR_LIMIT, "convolution plane too large for its workspace");
         if (!(ws = run_workspace(workspace, k->workspace_bytes, need, &own, &ws_bytes)))
             return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the convolution's workspace");
-        for (int64_t n = 0; n < n_img && st == AF_OK; n++) {
+        for (int64_t n = n0; n < n_img && st == AF_OK; n++) {
             af_epilogue e;
             if ((st = group_epilogue(s, epi, n, 0, s->cout, hw, &e)) != AF_OK) {
                 af_free_aligned(own);
@@ -313,7 +403,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
      * larger plane than planned, say) the path below, which can do without. */
     const size_t per_thread = groups_as_tasks(s, n_threads) ? group_task_bytes(s, hw) : 0;
     if (per_thread && workspace && per_thread * (size_t)n_threads <= k->workspace_bytes) {
-        for (int64_t n = 0; n < n_img; n++) {
+        for (int64_t n = n0; n < n_img; n++) {
             group_tasks t = {.s = s, .geo = &geo, .epi = epi, .x = xd, .y = yd, .n = n, .h = h, .wd = wd, .oh = oh,
                              .ow = ow, .kdim = kdim, .workspace = workspace, .per_thread = per_thread,
                              .col_bytes = unfold_bytes(s, hw)};
@@ -326,15 +416,17 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     const size_t col_bytes = unfold_bytes(s, hw);
     if (!(ws = run_workspace(workspace, k->workspace_bytes, col_bytes, &own, &ws_bytes)))
         return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the convolution's workspace");
-    st = conv_gemm_run(c, s, &geo, epi, pool, xd, yd, n_img, h, wd, oh, ow, ws, ws_bytes);
+    st = conv_gemm_run(c, s, &geo, epi, pool, xd, yd, n0, n_img, h, wd, oh, ow, ws, ws_bytes);
     af_free_aligned(own);
     return st;
 }
 
-/* The im2col (or in-place pointwise) GEMM path of conv_run, on a workspace holding the unfolded
- * input (col_bytes) and, where it has room, the GEMM's packing buffers. */
+/* The im2col (or in-place pointwise) GEMM path of conv_run for images n0 .. n_img - 1, on a
+ * workspace holding the unfolded input (col_bytes) and, where it has room, the GEMM's packing
+ * buffers. */
 static af_status conv_gemm_run(af_op_ctx *c, const conv_state *s, const af_conv_geom *gp, const af_epilogue *epi,
-                               af_threadpool *pool, const float *xd, float *yd, int64_t n_img, int64_t h, int64_t wd,
+                               af_threadpool *pool, const float *xd, float *yd, int64_t n0, int64_t n_img, int64_t h,
+                               int64_t wd,
                                int64_t oh, int64_t ow, void *workspace, size_t workspace_bytes) {
     const af_conv_geom geo = *gp;
     const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups, kdim = cg * s->kh * s->kw;
@@ -342,7 +434,7 @@ static af_status conv_gemm_run(af_op_ctx *c, const conv_state *s, const af_conv_
     const size_t col_bytes = unfold_bytes(s, hw);
     float *col = (float *)workspace;
     af_status st;
-    for (int64_t n = 0; n < n_img; n++) {
+    for (int64_t n = n0; n < n_img; n++) {
         for (int64_t g = 0; g < s->groups; g++) {
             af_gemm_desc d = conv_gemm_desc(s, g, hw);
             const float *xg = xd + (n * s->cin + g * cg) * hw_in;
@@ -524,6 +616,15 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
         k->name = s->pointwise ? "f32_conv1x1_gemm" : "f32_conv_im2col_gemm";
     }
 done:
+    /* A batch of two images or more, or of unknown size, may run whole images as tasks
+     * (image_tasks): a slice per thread, where the plane is known. */
+    if ((s->wino.u || s->implicit.w || s->packed) && req->choice.n_threads > 1 && y->rank == 4 &&
+        y->dims[0] != 1 && y->dims[2] > 0 && y->dims[3] > 0) {
+        const size_t per = image_task_bytes(s, s->wino.u ? &s->wino : NULL, &geo, y->dims[2], y->dims[3]);
+        const size_t n_threads = (size_t)req->choice.n_threads;
+        if (per > 0 && per <= SIZE_MAX / n_threads && per * n_threads > k->workspace_bytes)
+            k->workspace_bytes = per * n_threads;
+    }
     k->state = s;
     k->free_state = conv_free;
     k->run = conv_run;
