@@ -4,9 +4,11 @@
  * over phase planes (src/kernels/gemm/conv_implicit.c); grouped or dilated kernels go through
  * im2col into the workspace; depthwise convolutions have their own kernels
  * (src/kernels/fast/conv_depthwise.c), and so, on AVX-512, do grouped ones with groups of 2 to 32
- * channels (the channel-blocked kernel of conv_depthwise_blocked.c). Weights are packed once, per
- * group, at prepare. Epilogue coordinates: m = output channel, n = flattened output pixel, batch =
- * image.
+ * channels (the channel-blocked kernel of conv_depthwise_blocked.c). 3x3 stride-1 ones with enough
+ * tiles run Winograd (conv_winograd.c), picked per run where the plane is unknown at prepare
+ * (wino_by_plane). Weights are packed once, per group, at prepare. A batch at several threads runs
+ * whole images as tasks (image_tasks). Epilogue coordinates: m = output channel, n = flattened
+ * output pixel, batch = image.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -232,8 +234,7 @@ static af_status planned_kernel_status(af_op_ctx *c, af_status st) {
 
 static af_status conv_gemm_run(af_op_ctx *c, const conv_state *s, const af_conv_geom *gp, const af_epilogue *epi,
                                af_threadpool *pool, const float *xd, float *yd, int64_t n0, int64_t n_img, int64_t h,
-                               int64_t wd,
-                               int64_t oh, int64_t ow, void *workspace, size_t workspace_bytes);
+                               int64_t wd, int64_t oh, int64_t ow, void *workspace, size_t workspace_bytes);
 
 /* The workspace for a run that needs `need` bytes: the planned one where it is large enough, else
  * (a plane whose size was unknown at prepare, in a dynamic-size export) one of its own, made for
@@ -426,8 +427,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
  * buffers. */
 static af_status conv_gemm_run(af_op_ctx *c, const conv_state *s, const af_conv_geom *gp, const af_epilogue *epi,
                                af_threadpool *pool, const float *xd, float *yd, int64_t n0, int64_t n_img, int64_t h,
-                               int64_t wd,
-                               int64_t oh, int64_t ow, void *workspace, size_t workspace_bytes) {
+                               int64_t wd, int64_t oh, int64_t ow, void *workspace, size_t workspace_bytes) {
     const af_conv_geom geo = *gp;
     const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups, kdim = cg * s->kh * s->kw;
     const int64_t hw_in = h * wd, hw = oh * ow;
