@@ -8,7 +8,7 @@ torch.manual_seed(seed) followed by a fixed, single-threaded construction, so
 the same model can be rebuilt bit-for-bit later by --check.
 
   export_models.py --list
-  export_models.py --model NAME --out DIR [--opset N] [--dynamic-batch] [--seed S]
+  export_models.py --model NAME --out DIR [--opset N] [--dynamic-batch] [--dynamic-plane] [--seed S]
   export_models.py --check DIR [DIR...] [--rtol R] [--atol A]
   export_models.py --accuracy DIR [GOT_DIR...] [--rtol R] [--atol A]
   export_models.py --summary DIR [DIR...] [--json]
@@ -568,7 +568,7 @@ def _dummy_inputs(spec):
     return tuple(args)
 
 
-def export(arch, out_dir, opset, seed, dynamic, keep_bn=False, data_dims=None):
+def export(arch, out_dir, opset, seed, dynamic, keep_bn=False, data_dims=None, dynamic_plane=False):
     t0 = time.time()
     model, spec = build(arch, seed)
     t_build = time.time() - t0
@@ -578,6 +578,13 @@ def export(arch, out_dir, opset, seed, dynamic, keep_bn=False, data_dims=None):
     kwargs = {}
     if dynamic:
         kwargs["dynamic_axes"] = spec["dynamic_axes"]
+    if dynamic_plane:
+        # H and W symbolic too, as segmentation and detection exports write them.
+        if spec["kind"] != "cnn":
+            raise SystemExit("--dynamic-plane is for image models")
+        axes = {k: dict(v) for k, v in kwargs.get("dynamic_axes", {}).items()}
+        axes.setdefault("input", {}).update({2: "height", 3: "width"})
+        kwargs["dynamic_axes"] = axes
     if keep_bn:
         # The default (TrainingMode.EVAL) runs torch's eval peephole pass,
         # which folds every BatchNorm into the preceding Conv.  PRESERVE with
@@ -609,12 +616,14 @@ def export(arch, out_dir, opset, seed, dynamic, keep_bn=False, data_dims=None):
         "seed": seed,
         "opset": opset,
         "dynamic": bool(dynamic),
+        "dynamic_plane": bool(dynamic_plane),
         "keep_bn": bool(keep_bn),
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
         "inputs": [{"name": i["name"], "dtype": i["dtype"],
                     "shape": ([("batch" if (dynamic and d == 0) else
-                                ("sequence" if (dynamic and d == 1 and spec["kind"] == "bert") else s))
+                                ("sequence" if (dynamic and d == 1 and spec["kind"] == "bert") else
+                                 ({2: "height", 3: "width"}[d] if (dynamic_plane and d >= 2) else s)))
                                for d, s in enumerate(i["shape"])]),
                     "gen": i["gen"]} for i in spec["inputs"]],
         "outputs": spec["outputs"],
@@ -793,6 +802,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed (default 0)")
     ap.add_argument("--dynamic-batch", action="store_true",
                     help="symbolic batch dim (and sequence dim for BERT)")
+    ap.add_argument("--dynamic-plane", action="store_true",
+                    help="symbolic height and width of an image model's input")
     ap.add_argument("--data-dim", action="append", default=[], metavar="NAME=V",
                     help="size of a symbolic dim for the test data, recorded in "
                          "model.json for ort_run.js (e.g. sequence=16)")
@@ -826,7 +837,7 @@ def main():
             if not k or not v.isdigit():
                 ap.error("--data-dim wants NAME=V")
             data_dims[k] = int(v)
-        export(a.model, a.out, a.opset, a.seed, a.dynamic_batch, a.keep_bn, data_dims)
+        export(a.model, a.out, a.opset, a.seed, a.dynamic_batch, a.keep_bn, data_dims, a.dynamic_plane)
         return 0
     if a.check:
         ok = True

@@ -41,6 +41,7 @@ SMALL=(
   "resnet_small|--model resnet_small|"
   "resnet_small_bn|--model resnet_small --keep-bn|"
   "resnet_small_bn_op11|--model resnet_small --keep-bn --opset 11|"
+  "resnet_small_dynamic_plane|--model resnet_small --dynamic-batch --dynamic-plane --data-dim batch=2 --data-dim height=128 --data-dim width=96|"
   "squeezenet_small|--model squeezenet_small|"
   "shufflenet_small|--model shufflenet_small|"
   "shufflenet_small_dynamic|--model shufflenet_small --dynamic-batch --data-dim batch=2|"

@@ -279,7 +279,7 @@ static int accepted_of(const char *report, const char *fam) {
  * as 64 (docs/cost_model.md), which can tip a small group either way (on plain C under ASan, a
  * classifier Gemm + HardSwish). At batches 1 and 3 (the fixtures' reference is batch 2, checked
  * by the conformance suite) the fused run matches level 0. */
-AF_TEST(dynamic_batch_fixtures_fuse_as_their_static_exports) {
+AF_TEST(dynamic_fixtures_fuse_as_their_static_exports) {
     char cfg[] = "/tmp/af_dyn_policies_XXXXXX";
     const int fd = mkstemp(cfg);
     CHECK(fd >= 0);
@@ -290,7 +290,8 @@ AF_TEST(dynamic_batch_fixtures_fuse_as_their_static_exports) {
                             "\"elementwise_chain\": \"always\"}}");
     static const char *const pairs[][2] = {{"mobilenet_v3_small", "mobilenet_v3_small_dynamic"},
                                            {"shufflenet_small", "shufflenet_small_dynamic"},
-                                           {"vit_tiny", "vit_tiny_dynamic"}};
+                                           {"vit_tiny", "vit_tiny_dynamic"},
+                                           {"resnet_small", "resnet_small_dynamic_plane"}};
     static const char *const families[] = {"conv_bn_relu", "conv_residual", "squeeze_excite", "pointwise_depthwise",
                                            "attention_blocks", "layernorm", "matmul_add"};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
@@ -309,11 +310,12 @@ AF_TEST(dynamic_batch_fixtures_fuse_as_their_static_exports) {
                              families[f], a);
         }
         CHECK(total > 0);
-        af_value_info info;
-        const bool ok = dy && af_model_input_info(dy, 0, &info) == AF_OK && info.rank == 4;
+        af_value_info info, fixed; /* a symbolic H and W run at the static export's */
+        const bool ok = dy && af_model_input_info(dy, 0, &info) == AF_OK && info.rank == 4 && st &&
+                        af_model_input_info(st, 0, &fixed) == AF_OK && fixed.rank == 4;
         CHECK(ok);
         for (int64_t n = 1; ok && fd && pd && n <= 3; n += 2) {
-            const int64_t dims[4] = {n, info.dims[1], info.dims[2], info.dims[3]};
+            const int64_t dims[4] = {n, info.dims[1], fixed.dims[2], fixed.dims[3]};
             const int64_t bad = af_test_compare_runs(fd, pd, info.name, dims, frand, 1e-3, 1e-4);
             if (bad)
                 af_test_fail(__FILE__, __LINE__, "%s batch %lld: %lld values differ", pairs[i][1], (long long)n,
