@@ -47,12 +47,9 @@ static af_model *image_tasks_model(int64_t batch) {
     ob_attr_ints(m, "strides", 2, (int64_t[]){2, 2});
     ob_attr_ints(m, "pads", 4, (int64_t[]){1, 1, 1, 1});
     ob_output(m, s);
-    uint8_t *buf = NULL;
-    size_t size = 0;
-    af_model *model = NULL;
-    if (ob_pack(m, &buf, &size) == 0) CHECK(af_model_load_buffer(buf, size, NULL, NULL, &model, NULL) == AF_OK);
+    af_model *model = ob_load(m, NULL);
+    CHECK(model != NULL);
     ob_free(m);
-    free(buf);
     return model;
 }
 

@@ -21,12 +21,9 @@ static float frand(void) {
 }
 
 static af_model *load(ob_model *b) {
-    uint8_t *buf = NULL;
-    size_t size = 0;
-    af_model *m = NULL;
-    if (ob_pack(b, &buf, &size) == 0) CHECK(af_model_load_buffer(buf, size, NULL, NULL, &m, NULL) == AF_OK);
+    af_model *m = ob_load(b, NULL);
+    CHECK(m != NULL);
     ob_free(b);
-    free(buf);
     return m;
 }
 

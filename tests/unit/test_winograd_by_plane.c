@@ -37,12 +37,9 @@ static af_model *by_plane_model(void) {
     const char *c2 = ob_node(m, "Conv", 3, in2);
     ob_attr_ints(m, "pads", 4, (int64_t[]){1, 1, 1, 1});
     ob_output(m, ob_node1(m, "Relu", ob_node2(m, "Add", c2, x)));
-    uint8_t *buf = NULL;
-    size_t size = 0;
-    af_model *model = NULL;
-    if (ob_pack(m, &buf, &size) == 0) CHECK(af_model_load_buffer(buf, size, NULL, NULL, &model, NULL) == AF_OK);
+    af_model *model = ob_load(m, NULL);
+    CHECK(model != NULL);
     ob_free(m);
-    free(buf);
     return model;
 }
 
