@@ -48,6 +48,9 @@ for isa in avx2 scalar; do
     suite "model-fixtures-$isa" env AF_ISA=$isa "$BUILD/test_conformance" --dir tests/models --rtol 1e-3 --atol 1e-4
 done
 suite cli sh tests/cli/test_cli.sh "$BUILD/autofusion"
+# The optimized build only: at -O1 under the sanitizers, helpers the release build inlines stay
+# calls (and there speed does not matter).
+[ "$BUILD" = build ] && suite vex-calls sh tests/lint/vex_calls.sh "$BUILD/autofusion"
 
 echo "all suites: $total_pass passed, $total_fail failed"
 exit $status

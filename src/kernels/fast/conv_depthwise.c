@@ -56,8 +56,10 @@ typedef struct dw_args {
  * discarded. */
 static int64_t dw_slack(const dw_args *a) { return 32 + a->wq; }
 
-/* One output pixel with bounds checks: the border path. */
-static float dw_pixel(const dw_args *a, const float *plane, const float *wk, int64_t oy, int64_t ox) {
+/* One output pixel with bounds checks: the border path. Inlined, so that in row_avx2 it is AVX2
+ * code too (a legacy-SSE call from AVX code with the upper register halves dirty stalls on
+ * Intel). */
+static inline __attribute__((always_inline)) float dw_pixel(const dw_args *a, const float *plane, const float *wk, int64_t oy, int64_t ox) {
     const af_conv_geom *g = a->geo;
     float acc = 0.0f;
     for (int64_t ky = 0; ky < a->dw->kh; ky++) {

@@ -13,6 +13,7 @@
 #ifndef AF_KERNELS_FAST_REDUCE_INTERNAL_H
 #define AF_KERNELS_FAST_REDUCE_INTERNAL_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "util/cpu.h"
@@ -39,8 +40,16 @@ typedef struct af_reduce_kernels {
 
 extern const af_reduce_kernels af_reduce_scalar, af_reduce_avx2, af_reduce_avx512;
 
-/* The kind's identity: 0, 1, -inf or +inf. */
-float af_red_identity(af_red_kind kind);
+/* The kind's identity: 0, 1, -inf or +inf. Inline, so that the AVX kernels calling it do not
+ * run legacy SSE code with the upper register halves dirty (a stall per call on Intel). */
+static inline float af_red_identity(af_red_kind kind) {
+    switch (kind) {
+    case AF_RED_PROD: return 1.0f;
+    case AF_RED_MAX: return -INFINITY;
+    case AF_RED_MIN: return INFINITY;
+    default: return 0.0f;
+    }
+}
 
 /* The table for isa lowered to what the CPU supports. */
 const af_reduce_kernels *af_reduce_kernels_for(af_isa isa);

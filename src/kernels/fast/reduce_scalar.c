@@ -41,15 +41,6 @@ const af_reduce_kernels af_reduce_scalar = {
     .accum = RV_NAME(f32_reduce_accum),
 };
 
-float af_red_identity(af_red_kind kind) {
-    switch (kind) {
-    case AF_RED_PROD: return 1.0f;
-    case AF_RED_MAX: return -INFINITY;
-    case AF_RED_MIN: return INFINITY;
-    default: return 0.0f;
-    }
-}
-
 const af_reduce_kernels *af_reduce_kernels_for(af_isa isa) {
     switch (af_cpu_isa_clamp(isa)) {
     case AF_ISA_AVX512: return &af_reduce_avx512;
