@@ -9,6 +9,49 @@
 #include "fusion/sched/sched.h"
 #include "ir/op.h"
 #include "kernels/fast/region.h"
+#include "kernels/fast/vec_internal.h"
+
+/* The vector kernels' form of node n when it and its inputs are float32 (see af_region_vec): the
+ * ops the unfused elementwise kernels run, so a fused region gives their bits. */
+static af_region_vec vec_form(const af_graph *g, const af_node *n) {
+    const af_region_vec none = {.kind = AF_REGION_VEC_NONE};
+    if (n->n_outputs < 1 || n->outputs[0] < 0 || g->values[n->outputs[0]].t.dtype != AF_DTYPE_FLOAT ||
+        n->n_inputs < 1 || n->inputs[0] < 0 || g->values[n->inputs[0]].t.dtype != AF_DTYPE_FLOAT)
+        return none;
+    af_region_vec v = {.kind = AF_REGION_VEC_UNARY};
+    switch (n->op) {
+    case AF_OP_ERF: v.op = AF_EW_ERF; return v;
+    case AF_OP_EXP: v.op = AF_EW_EXP; return v;
+    case AF_OP_NEG: v.op = AF_EW_NEG; return v;
+    case AF_OP_ABS: v.op = AF_EW_ABS; return v;
+    case AF_OP_SQRT: v.op = AF_EW_SQRT; return v;
+    case AF_OP_RECIPROCAL: v.op = AF_EW_RECIPROCAL; return v;
+    case AF_OP_IDENTITY: v.op = AF_EW_COPY; return v;
+    case AF_OP_POW: { /* a constant exponent of 2 or 0.5, as the unfused kernel takes */
+        const af_value *e = n->n_inputs == 2 && n->inputs[1] >= 0 ? &g->values[n->inputs[1]] : NULL;
+        if (!e || e->kind != AF_VALUE_CONST || !e->t.data || e->t.dtype != AF_DTYPE_FLOAT ||
+            af_tensor_numel(&e->t) != 1)
+            return none;
+        const float x = *(const float *)e->t.data;
+        if (x != 2.0f && x != 0.5f) return none;
+        v.op = x == 2.0f ? AF_EW_SQUARE : AF_EW_POW_HALF;
+        return v;
+    }
+    default: break;
+    }
+    if (n->n_inputs != 2 || n->inputs[1] < 0 || g->values[n->inputs[1]].t.dtype != AF_DTYPE_FLOAT) return none;
+    v.kind = AF_REGION_VEC_BINARY;
+    switch (n->op) {
+    case AF_OP_ADD: v.op = AF_EW_ADD; return v;
+    case AF_OP_SUB: v.op = AF_EW_SUB; return v;
+    case AF_OP_MUL: v.op = AF_EW_MUL; return v;
+    case AF_OP_DIV: v.op = AF_EW_DIV; return v;
+    case AF_OP_MAX: v.op = AF_EW_MAX; return v;
+    case AF_OP_MIN: v.op = AF_EW_MIN; return v;
+    case AF_OP_PRELU: v.op = AF_EW_PRELU; return v;
+    default: return none;
+    }
+}
 
 bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                            char *why, size_t why_size) {
@@ -44,6 +87,7 @@ bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, cons
         }
         in->has_epi = in->dtype == AF_DTYPE_FLOAT && n->n_inputs >= 1 && n->inputs[0] >= 0 &&
                       g->values[n->inputs[0]].t.dtype == AF_DTYPE_FLOAT && af_sched_activation_step(g, n, &in->epi);
+        if (!in->has_epi) in->vec = vec_form(g, n);
     }
     if (n_inputs > AF_REGION_MAX_INPUTS) {
         snprintf(why, why_size, "the group reads more than %d values", AF_REGION_MAX_INPUTS);

@@ -6,6 +6,7 @@
 
 #include "ir/op.h"
 #include "ir/op_ctx.h"
+#include "kernels/fast/vec_internal.h"
 #include "kernels/ref/movement.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -16,6 +17,7 @@
 typedef struct region_state {
     af_region_program p;
     af_epilogue_tile_fn apply;
+    const af_vec_kernels *vk;
     int n_threads;
     size_t per_thread; /* scratch bytes of one thread */
 } region_state;
@@ -100,26 +102,19 @@ static void gather(const region_run *r, const in_view *v, int64_t start, int64_t
     }
 }
 
-/* Float Add/Sub/Mul/Div of two tiles or a tile and a scalar; false when the instruction is not one. */
-static bool float_binary(const af_region_instr *in, const float *a, bool a1, const float *b, bool b1, float *y,
-                         int64_t t) {
-    af_op op = in->node->op;
-    if (in->dtype != AF_DTYPE_FLOAT || in->n_args != 2 ||
-        (op != AF_OP_ADD && op != AF_OP_SUB && op != AF_OP_MUL && op != AF_OP_DIV))
-        return false;
-#define BINARY_LOOP(EXPR)                                                  \
-    for (int64_t i = 0; i < t; i++) {                                      \
-        float x = a1 ? a[0] : a[i], z = b1 ? b[0] : b[i];                  \
-        y[i] = EXPR;                                                       \
+/* The instruction on the vector kernels (the ones the unfused ops run, so the bits are theirs);
+ * false when it is not one they take. */
+static bool vector_op(const region_state *st, const af_region_instr *in, const void *const *ptr, const bool *scalar,
+                      float *y, int64_t t) {
+    if (in->vec.kind == AF_REGION_VEC_UNARY && !scalar[0]) {
+        st->vk->ew_unary((af_ew_unary_op)in->vec.op, in->vec.a, in->vec.b, t, ptr[0], y);
+        return true;
     }
-    switch (op) {
-    case AF_OP_ADD: BINARY_LOOP(x + z) break;
-    case AF_OP_SUB: BINARY_LOOP(x - z) break;
-    case AF_OP_MUL: BINARY_LOOP(x * z) break;
-    default: BINARY_LOOP(x / z) break;
+    if (in->vec.kind == AF_REGION_VEC_BINARY && !(scalar[0] && scalar[1])) {
+        st->vk->ew_binary((af_ew_binary_op)in->vec.op, t, ptr[0], scalar[0] ? 0 : 1, ptr[1], scalar[1] ? 0 : 1, y);
+        return true;
     }
-#undef BINARY_LOOP
-    return true;
+    return false;
 }
 
 static af_status run_instr(region_run *r, int i, int64_t start, int64_t t, uint8_t *scratch, af_error *err) {
@@ -176,7 +171,7 @@ static af_status run_instr(region_run *r, int i, int64_t start, int64_t t, uint8
         st->apply(&e, (float *)dst, t, 1, (int)t, 0, 0, 0);
         return AF_OK;
     }
-    if (float_binary(in, ptr[0], scalar[0], ptr[1], scalar[1], (float *)dst, t)) return AF_OK;
+    if (vector_op(st, in, ptr, scalar, (float *)dst, t)) return AF_OK;
     af_tensor out = {.dtype = in->dtype, .rank = 1, .dims = {t}, .data = dst, .nbytes = (size_t)t * es_out};
     af_tensor *outs[1] = {&out};
     af_op_ctx c = {.node = in->node, .graph = r->ctx->graph, .opset = r->ctx->opset, .n_inputs = in->n_args,
@@ -259,6 +254,7 @@ af_status af_region_kernel_make(const af_region_program *p, af_isa isa, int n_th
     st->p = *p;
     st->p.instrs = copy;
     st->apply = af_epilogue_tile_fn_for(isa);
+    st->vk = af_vec_kernels_for(isa);
     st->n_threads = n_threads > 0 ? n_threads : 1;
     st->per_thread = (size_t)(p->n_instrs + AF_REGION_MAX_ARGS) * TILE * MAX_ES;
     *k = (af_kernel){.name = "fused_elementwise_region", .state = st, .run = region_run_fn, .free_state = free_state,

@@ -31,6 +31,15 @@ typedef struct af_region_arg {
     int index;
 } af_region_arg;
 
+/* A float32 op of the vector layer's (src/kernels/fast/vec_internal.h): ew_unary with a, b, or
+ * ew_binary of two operands, either of which may be a scalar. */
+typedef enum af_region_vec_kind { AF_REGION_VEC_NONE, AF_REGION_VEC_UNARY, AF_REGION_VEC_BINARY } af_region_vec_kind;
+typedef struct af_region_vec {
+    af_region_vec_kind kind;
+    int op; /* af_ew_unary_op or af_ew_binary_op */
+    float a, b;
+} af_region_vec;
+
 typedef struct af_region_instr {
     const af_node *node;   /* the graph node: its op and attributes (the graph outlives the kernel) */
     af_dtype dtype;        /* its output's element type */
@@ -38,6 +47,7 @@ typedef struct af_region_instr {
     af_region_arg args[AF_REGION_MAX_ARGS];
     bool has_epi;          /* float32 unary op with a vectorized epilogue form: */
     af_epi_step epi;       /*   run as copy + this step */
+    af_region_vec vec;     /* else a float32 op the vector kernels run (kind NONE: the reference) */
 } af_region_instr;
 
 typedef struct af_region_program {
