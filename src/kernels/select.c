@@ -42,6 +42,7 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
         return af_fast_resize_prepare(req, k, err);
     case AF_OP_SOFTMAX:
     case AF_OP_LAYER_NORMALIZATION:
+    case AF_OP_INSTANCE_NORMALIZATION:
     case AF_OP_BATCH_NORMALIZATION:
         return af_fast_norm_prepare(req, k, err);
     default:

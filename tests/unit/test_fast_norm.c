@@ -1,5 +1,6 @@
 /*
- * The fast Softmax, LayerNormalization and BatchNormalization kernels (src/kernels/fast/norm.c)
+ * The fast Softmax, LayerNormalization, InstanceNormalization and BatchNormalization kernels
+ * (src/kernels/fast/norm.c)
  * against the reference kernels, for every ISA level the CPU has, 1 and 2 threads, row lengths that
  * hit every vector tail, and the layouts left to the reference.
  *
@@ -7,7 +8,8 @@
  *   Softmax: 4 ULP + 20 * 2^-24 relative. The sum runs in double; exp adds vmath's 1 ULP (or
  *     glibc's), the scaling by 1/sum about 1.5; x - max rounds by up to 2^-24 |x - max|
  *     relative, and inputs span [-10, 10] around their row's max.
- *   LayerNormalization: 4 ULP + 2e-6 absolute. Statistics in double; (x - mean) / std and its
+ *   LayerNormalization (and InstanceNormalization, whose per-channel scale and B follow as a
+ *     second step): 4 ULP + 2e-6 absolute. Statistics in double; (x - mean) / std and its
  *     product with Scale round a few times, and cancellation against B (|t * scale| < 4 here)
  *     can expose those roundings at the scale of |t * scale| instead of the result's.
  *   BatchNormalization: 2 ULP + 2e-6 absolute. y = x * s' + b' with the folded s', b' rounded to
@@ -85,12 +87,28 @@ AF_TEST(fast_norm_softmax) {
     softmax_node(&f, 11, 2, (int64_t[]){5, 31}, 0, false, 0, 6);
     compare_all(&f, &pools, softmax_tol, true, "softmax11 default axis");
     fx_free(&f);
-    /* Opset 13 over a strided axis: the reference, from prepare when shapes are known, else from
-     * the run (so the result is the reference's, exactly). */
-    softmax_node(&f, 13, 3, (int64_t[]){2, 3, 4}, 1, true, 0, 7);
-    compare_all(&f, &pools, softmax_tol, false, "softmax13 axis 1 static");
-    f.dynamic = true;
-    compare_all(&f, &pools, FX_EXACT, true, "softmax13 axis 1 dynamic");
+    /* Opset 13 over a strided axis: columns of each [axis, inner] block in chunks of up to 1024
+     * (41 x 37 = 1517 columns: two chunks), inner widths off the vector width, the first axis. */
+    static const struct {
+        int rank;
+        int64_t dims[4];
+        int axis;
+    } strided[] = {{3, {2, 3, 4}, 1}, {4, {1, 21, 37, 41}, 1}, {3, {2, 5, 3}, 0}, {3, {3, 100, 7}, 1},
+                   {4, {2, 3, 17, 1}, 1}, {4, {1, 2, 33, 40}, -3}};
+    for (size_t i = 0; i < sizeof strided / sizeof strided[0]; i++)
+        for (int dynamic = 0; dynamic < 2; dynamic++) {
+            softmax_node(&f, 13, strided[i].rank, strided[i].dims, strided[i].axis, true, 0, 7 + i);
+            f.dynamic = dynamic;
+            snprintf(label, sizeof label, "softmax13 strided case %zu dynamic=%d", i, dynamic);
+            compare_all(&f, &pools, softmax_tol, true, label);
+            fx_free(&f);
+        }
+    /* Masked entries on a strided axis, and a column of nothing but -inf (NaN, as the reference). */
+    softmax_node(&f, 13, 3, (int64_t[]){2, 6, 19}, 1, true, 0, 20);
+    x = f.in[0].data;
+    for (int64_t i = 0; i < 2 * 6 * 19; i++)
+        if (i % 5 == 0 || i % 19 == 3) x[i] = -INFINITY;
+    compare_all(&f, &pools, softmax_tol, true, "softmax13 strided masked");
     fx_free(&f);
     fx_pools_free(&pools);
 }
@@ -146,6 +164,40 @@ AF_TEST(fast_norm_layernorm) {
     fx_outputs(&f, 3, 7u);
     compare_all(&f, &pools, layernorm_tol, false, "layernorm with Mean output");
     fx_free(&f);
+    fx_pools_free(&pools);
+}
+
+/* ---- InstanceNormalization ------------------------------------------------------------------- */
+
+/* X [N, C, ...] with Scale and B of C; each (n, c) plane normalized over itself. */
+static void instnorm_node(fx *f, int rank, const int64_t *dims, bool params_const, float offset, uint64_t seed) {
+    fx_init(f, AF_OP_INSTANCE_NORMALIZATION, 17);
+    fx_float(f, "epsilon", 1e-4f);
+    const int64_t C = dims[1];
+    fx_input(f, fx_rand(rank, dims, -3 + offset, 3 + offset, seed), false);
+    fx_input(f, fx_rand(1, &C, -2, 2, seed + 1), params_const);
+    fx_input(f, fx_rand(1, &C, -1, 1, seed + 2), params_const);
+}
+
+AF_TEST(fast_norm_instancenorm) {
+    fx_pools pools;
+    CHECK(fx_pools_init(&pools));
+    static const struct {
+        int rank;
+        int64_t dims[5];
+        float offset; /* a mean far from 0 against the spread */
+    } shapes[] = {{3, {2, 3, 1}, 0},       {3, {2, 4, 17}, 0},  {4, {1, 3, 7, 9}, 0},     {4, {2, 5, 16, 16}, 50},
+                  {4, {1, 64, 33, 31}, 0}, {5, {1, 2, 3, 5, 7}, 0}, {4, {1, 8, 128, 128}, 0}};
+    char label[96];
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int v = 0; v < 4; v++) { /* dynamic shapes, parameters known only at run time */
+            fx f;
+            instnorm_node(&f, shapes[s].rank, shapes[s].dims, v < 2, shapes[s].offset, s);
+            f.dynamic = v % 2;
+            snprintf(label, sizeof label, "instancenorm shape %zu variant %d", s, v);
+            compare_all(&f, &pools, layernorm_tol, true, label);
+            fx_free(&f);
+        }
     fx_pools_free(&pools);
 }
 

@@ -1,10 +1,12 @@
 /*
  * Fast float32 normalizations: Softmax over a contiguous span (the last axis from opset 13, the
- * coerced 2-D rows before it), LayerNormalization over its trailing dims with a full-size Scale
- * and optional B (without the Mean/InvStdDev outputs), and BatchNormalization at inference with
- * constant parameters, folded at prepare into one per-channel scale and shift. Rows (or channel
- * planes) are independent and split over the thread pool; the loops and their numerics are in
- * norm_body.h. Other layouts run the reference kernel.
+ * coerced 2-D rows before it) or over a strided axis (softmax_cols), LayerNormalization over its
+ * trailing dims with a full-size Scale and optional B (without the Mean/InvStdDev outputs),
+ * InstanceNormalization (each channel plane a LayerNorm row, then its channel's scale and B), and
+ * BatchNormalization at inference with constant parameters, folded at prepare into one per-channel
+ * scale and shift. Rows (or channel planes, or column chunks) are independent and split over the
+ * thread pool; the loops and their numerics are in norm_body.h. Other layouts run the reference
+ * kernel.
  */
 #include <math.h>
 #include <string.h>
@@ -23,11 +25,12 @@
 static const char *const softmax_names[AF_ISA_COUNT] = NORM_NAMES("softmax");
 static const char *const layernorm_names[AF_ISA_COUNT] = NORM_NAMES("layernorm");
 static const char *const batchnorm_names[AF_ISA_COUNT] = NORM_NAMES("batchnorm");
+static const char *const instnorm_names[AF_ISA_COUNT] = NORM_NAMES("instancenorm");
 
 typedef struct norm_state {
     const af_vec_kernels *vk;
     af_op op;
-    float eps;           /* LayerNormalization */
+    float eps;           /* LayerNormalization, InstanceNormalization */
     int64_t channels;     /* BatchNormalization: C, and the folded parameters: */
     float *scale, *shift; /* scale / sqrt(var + eps) and B - mean * that, [C] each (one block) */
 } norm_state;
@@ -43,18 +46,59 @@ static bool f32_ready(const af_tensor *t) {
     return t && t->dtype == AF_DTYPE_FLOAT && n >= 0 && (n == 0 || (t->data && t->nbytes >= (size_t)n * 4));
 }
 
-/* Rows (softmax, layernorm) or channel planes (batchnorm) [u0, u1) of `unit` elements each. */
+/* Rows (softmax, layernorm), channel planes (batchnorm, instancenorm) or column chunks (a strided
+ * softmax) [u0, u1) of `unit` elements each. */
 typedef struct norm_job {
     const norm_state *s;
     const float *x, *scale, *bias;
     const float *res; /* LayerNormalization fused with the residual Add before it: x + res */
     float *y;
-    int64_t units, unit; /* unit: row length, or the plane size for batchnorm */
+    int64_t units, unit; /* unit: row length, or the plane size for batchnorm and instancenorm */
     int64_t per_task;
+    int64_t axis_len, inner; /* a strided softmax: [units / chunks, axis_len, inner], unit columns a chunk */
+    int64_t channels;        /* instancenorm: C of this run */
 } norm_job;
+
+#define SOFTMAX_COLS 1024 /* columns of a strided softmax per chunk: its max and sum rows stay in L1 */
+
+/* Softmax over the axis of one [axis_len, inner] block, columns [j0, j0 + w): the running max
+ * over the axis, then exp(x - max) and its sum, then each divided by the sum, row by row on the
+ * vector kernels (segmentation heads' softmax over classes: 21 x 512 x 512, say). */
+static void softmax_cols(const norm_job *j, const float *x, float *y, int64_t w) {
+    const af_vec_kernels *vk = j->s->vk;
+    float m[SOFTMAX_COLS], sum[SOFTMAX_COLS];
+    memcpy(m, x, (size_t)w * sizeof *m);
+    for (int64_t i = 1; i < j->axis_len; i++) vk->ew_binary(AF_EW_MAX, w, m, 1, x + i * j->inner, 1, m);
+    for (int64_t i = 0; i < j->axis_len; i++) {
+        float *yr = y + i * j->inner;
+        vk->ew_binary(AF_EW_SUB, w, x + i * j->inner, 1, m, 1, yr);
+        vk->ew_unary(AF_EW_EXP, 0, 0, w, yr, yr);
+        if (i == 0) memcpy(sum, yr, (size_t)w * sizeof *sum);
+        else vk->ew_binary(AF_EW_ADD, w, sum, 1, yr, 1, sum);
+    }
+    for (int64_t i = 0; i < j->axis_len; i++) vk->ew_binary(AF_EW_DIV, w, y + i * j->inner, 1, sum, 1, y + i * j->inner);
+}
 
 static void norm_units(const norm_job *j, int64_t u0, int64_t u1) {
     const norm_state *s = j->s;
+    if (j->axis_len > 0) { /* unit u: block u / chunks, columns (u % chunks) * unit on */
+        const int64_t chunks = (j->inner + j->unit - 1) / j->unit;
+        for (int64_t u = u0; u < u1; u++) {
+            const int64_t b = u / chunks, c0 = u % chunks * j->unit;
+            const int64_t w = j->inner - c0 < j->unit ? j->inner - c0 : j->unit, off = b * j->axis_len * j->inner + c0;
+            softmax_cols(j, j->x + off, j->y + off, w);
+        }
+        return;
+    }
+    if (s->op == AF_OP_INSTANCE_NORMALIZATION) { /* unit u is channel u % C of item u / C */
+        for (int64_t u = u0; u < u1; u++) {
+            float *yr = j->y + u * j->unit;
+            const int64_t c = u % j->channels;
+            s->vk->layernorm_row(j->unit, j->x + u * j->unit, yr, NULL, NULL, s->eps);
+            s->vk->scale_shift(1, 1, j->unit, yr, yr, j->scale + c, j->bias + c);
+        }
+        return;
+    }
     if (s->op == AF_OP_BATCH_NORMALIZATION) { /* unit u is channel u % C of item u / C */
         const int64_t C = s->channels;
         for (int64_t u = u0; u < u1;) {
@@ -88,12 +132,13 @@ static void norm_task(void *ctx, int task, int thread) {
 }
 
 static void norm_split(norm_job *j, af_threadpool *pool) {
-    const int64_t total = j->units * j->unit;
+    const int64_t total = j->units * (j->axis_len > 0 ? j->axis_len * j->unit : j->unit);
     if (total <= NORM_PARALLEL_MIN || af_threadpool_n_threads(pool) <= 1 || j->units <= 1) {
         norm_units(j, 0, j->units);
         return;
     }
-    j->per_task = j->unit >= NORM_CHUNK ? 1 : NORM_CHUNK / (j->unit > 0 ? j->unit : 1);
+    const int64_t unit_elems = j->axis_len > 0 ? j->axis_len * j->unit : j->unit;
+    j->per_task = unit_elems >= NORM_CHUNK ? 1 : NORM_CHUNK / (unit_elems > 0 ? unit_elems : 1);
     af_threadpool_run(pool, (int)((j->units + j->per_task - 1) / j->per_task), norm_task, j);
 }
 
@@ -120,8 +165,14 @@ static af_status norm_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         if (x->rank == 0) return af_op_info(c->node->op)->run(c);
         if ((st = af_reduce_softmax_axis(c, x->rank, &axis)) != AF_OK) return st;
         af_reduce_split(x, axis, c->opset >= 13 ? axis + 1 : x->rank, &outer, &j.unit, &inner);
-        if (inner != 1) return af_op_info(c->node->op)->run(c); /* a strided axis */
         j.units = outer;
+        if (inner != 1) { /* a strided axis: chunks of columns of each [axis, inner] block */
+            j.axis_len = j.unit;
+            j.inner = inner;
+            j.unit = inner < SOFTMAX_COLS ? inner : SOFTMAX_COLS;
+            j.units = outer * ((inner + j.unit - 1) / j.unit);
+            if (j.axis_len == 0) return AF_OK;
+        }
         break;
     case AF_OP_LAYER_NORMALIZATION: {
         if ((st = af_norm_ln_axis(c, x->rank, &axis)) != AF_OK) return st;
@@ -142,6 +193,18 @@ static af_status norm_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
                 return af_ctx_fail(c, AF_ERR_RUNTIME, "the residual must be float32 shaped like X");
             j.res = res->data;
         }
+        break;
+    }
+    case AF_OP_INSTANCE_NORMALIZATION: {
+        const af_tensor *scale = af_ctx_input(c, 1), *b = af_ctx_input(c, 2);
+        if (x->rank < 3 || !f32_ready(scale) || !f32_ready(b) || af_tensor_numel(scale) != x->dims[1] ||
+            af_tensor_numel(b) != x->dims[1])
+            return af_op_info(c->node->op)->run(c); /* the reference reports what is wrong */
+        j.channels = x->dims[1];
+        j.units = x->dims[0] * x->dims[1];
+        j.unit = af_dims_numel(x->rank - 2, x->dims + 2);
+        j.scale = scale->data;
+        j.bias = b->data;
         break;
     }
     default: /* BatchNormalization */
@@ -202,11 +265,12 @@ af_status af_fast_norm_prepare(const af_kernel_request *req, af_kernel *k, af_er
     int axis;
     switch (n->op) {
     case AF_OP_SOFTMAX:
-        /* Opset 13's axis must be the last (or followed by dims of 1) where the rank is known. */
-        if (g->opset >= 13 && x->rank >= 0) {
-            if (x->rank == 0 || af_reduce_softmax_axis(&c, x->rank, &axis) != AF_OK) return AF_OK;
-            if (af_dims_numel(x->rank - axis - 1, x->dims + axis + 1) != 1) return AF_OK;
-        }
+        /* Opset 13's axis must be one of X's where the rank is known. */
+        if (g->opset >= 13 && x->rank >= 0 && (x->rank == 0 || af_reduce_softmax_axis(&c, x->rank, &axis) != AF_OK))
+            return AF_OK;
+        break;
+    case AF_OP_INSTANCE_NORMALIZATION:
+        if (x->rank >= 0 && x->rank < 3) return AF_OK;
         break;
     case AF_OP_LAYER_NORMALIZATION: {
         const af_tensor *scale = af_kernel_input(req, 1), *b = af_kernel_input(req, 2);
@@ -241,9 +305,10 @@ af_status af_fast_norm_prepare(const af_kernel_request *req, af_kernel *k, af_er
         }
         k->packed_inputs = 0x1eu; /* scale, B, mean and var are folded into s */
     }
-    k->name = n->op == AF_OP_SOFTMAX ? softmax_names[s->vk->isa]
-              : n->op == AF_OP_LAYER_NORMALIZATION ? layernorm_names[s->vk->isa]
-                                                   : batchnorm_names[s->vk->isa];
+    k->name = n->op == AF_OP_SOFTMAX                   ? softmax_names[s->vk->isa]
+              : n->op == AF_OP_LAYER_NORMALIZATION     ? layernorm_names[s->vk->isa]
+              : n->op == AF_OP_INSTANCE_NORMALIZATION ? instnorm_names[s->vk->isa]
+                                                       : batchnorm_names[s->vk->isa];
     k->state = s;
     k->free_state = norm_free;
     k->run = norm_run;

@@ -59,8 +59,8 @@ FV_INLINE double FV_NAME(f32_row_dsum)(int64_t full, const float *x, bool dev, d
     return (fv_dacc_sum(acc[0]) + fv_dacc_sum(acc[1])) + (fv_dacc_sum(acc[2]) + fv_dacc_sum(acc[3]));
 }
 
-/* One LayerNormalization row of n elements; the statistics' last n % W elements add in scalar
- * double after the vector lanes. */
+/* One LayerNormalization row of n elements (scale NULL: ones, bias NULL: zeros); the statistics'
+ * last n % W elements add in scalar double after the vector lanes. */
 FV_TARGET static void FV_NAME(f32_layernorm_row)(int64_t n, const float *x, float *y, const float *scale,
                                                  const float *bias, float eps) {
     if (n <= 0) return;
@@ -76,15 +76,15 @@ FV_TARGET static void FV_NAME(f32_layernorm_row)(int64_t n, const float *x, floa
      * so a mean large against the spread costs no accuracy. */
     const float hi = (float)mean;
     const fv_v vh = fv_set1(hi), vl = fv_set1((float)(mean - (double)hi)), vi = fv_set1((float)inv);
-    const fv_v zero = fv_zero();
+    const fv_v zero = fv_zero(), one = fv_set1(1.0f);
     for (i = 0; i + FV_W <= n; i += FV_W) {
         const fv_v t = fv_mul(fv_sub(fv_sub(fv_load(x + i), vh), vl), vi);
-        fv_store(y + i, fv_fma(t, fv_load(scale + i), bias ? fv_load(bias + i) : zero));
+        fv_store(y + i, fv_fma(t, scale ? fv_load(scale + i) : one, bias ? fv_load(bias + i) : zero));
     }
     if (i < n) {
         const fv_m m = fv_tail(n - i);
         const fv_v t = fv_mul(fv_sub(fv_sub(fv_loadm(x + i, m), vh), vl), vi);
-        fv_storem(y + i, m, fv_fma(t, fv_loadm(scale + i, m), bias ? fv_loadm(bias + i, m) : zero));
+        fv_storem(y + i, m, fv_fma(t, scale ? fv_loadm(scale + i, m) : one, bias ? fv_loadm(bias + i, m) : zero));
     }
 }
 

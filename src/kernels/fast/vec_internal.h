@@ -86,8 +86,8 @@ typedef struct af_vec_kernels {
     void (*global_pool)(bool max, int64_t n, const float *x, float *y);
     /* One softmax row of n contiguous elements. */
     void (*softmax_row)(int64_t n, const float *x, float *y);
-    /* One LayerNormalization row: y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be
-     * NULL); scale and bias hold n elements. */
+    /* One LayerNormalization row: y = (x - mean) / sqrt(var + eps) * scale + bias (scale NULL:
+     * ones, bias NULL: zeros); scale and bias hold n elements. */
     void (*layernorm_row)(int64_t n, const float *x, float *y, const float *scale, const float *bias, float eps);
     /* y[o, c, i] = x[o, c, i] * scale[c] + shift[c] over rows o < outer of C x inner. */
     void (*scale_shift)(int64_t outer, int64_t C, int64_t inner, const float *x, float *y, const float *scale,
