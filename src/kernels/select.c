@@ -36,6 +36,13 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
         return af_fast_pool_prepare(req, k, err);
     case AF_OP_TRANSPOSE:
         return af_fast_transpose_prepare(req, k, err);
+    case AF_OP_WHERE:
+    case AF_OP_EQUAL:
+    case AF_OP_LESS:
+    case AF_OP_LESS_OR_EQUAL:
+    case AF_OP_GREATER:
+    case AF_OP_GREATER_OR_EQUAL:
+        return af_fast_mask_prepare(req, k, err);
     case AF_OP_PAD:
         return af_fast_pad_prepare(req, k, err);
     case AF_OP_RESIZE:

@@ -6,6 +6,7 @@
 
 #include "ir/op.h"
 #include "ir/op_ctx.h"
+#include "kernels/fast/mask.h"
 #include "kernels/fast/vec_internal.h"
 #include "kernels/ref/movement.h"
 #include "util/alloc.h"
@@ -173,6 +174,7 @@ static af_status run_instr(region_run *r, int i, int64_t start, int64_t t, uint8
     }
     if (vector_op(st, in, ptr, scalar, (float *)dst, t)) return AF_OK;
     af_tensor out = {.dtype = in->dtype, .rank = 1, .dims = {t}, .data = dst, .nbytes = (size_t)t * es_out};
+    if (af_mask_try(in->node->op, ins, in->n_args, &out, NULL)) return AF_OK;
     af_tensor *outs[1] = {&out};
     af_op_ctx c = {.node = in->node, .graph = r->ctx->graph, .opset = r->ctx->opset, .n_inputs = in->n_args,
                    .inputs = ins, .n_outputs = 1, .outputs = outs, .err = err};
