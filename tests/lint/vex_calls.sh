@@ -41,6 +41,6 @@ END {
             if (!(p[1] in bad)) { bad[p[1]] = 1; n_bad++ }
         }
     }
-    printf "vex-calls: %d passed, %d failed\n", n_wide - n_bad, n_bad
+    printf "lint: %d passed, %d failed\n", n_wide - n_bad, n_bad
     exit n_bad > 0
 }'
