@@ -212,9 +212,9 @@ static af_status run_fused(af_exec *e, const af_step *s, af_error *err) {
                              kn->name, g->values[s->residual_value[r]].name);
         af_epi_step *step = &epi.steps[s->residual_step[r]];
         step->p = t->data;
-        if (step->ld < 0) { /* a convolution's plane of symbolic size: [N, C, H, W] */
-            step->ld = out->rank == 4 ? out->dims[2] * out->dims[3] : -1;
-            step->batch_stride = out->rank == 4 ? out->dims[1] * step->ld : -1;
+        if (step->ld < 0) { /* a convolution's plane of symbolic size: [N, C, H, W] or [N, C, L] */
+            step->ld = out->rank == 4 ? out->dims[2] * out->dims[3] : out->rank == 3 ? out->dims[2] : -1;
+            step->batch_stride = out->rank >= 3 ? out->dims[1] * step->ld : -1;
             if (step->ld < 0)
                 return af_errorf(err, AF_ERR_RUNTIME, "fused group at node '%s': its output is not [N, C, H, W]",
                                  kn->name);

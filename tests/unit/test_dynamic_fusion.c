@@ -388,3 +388,66 @@ AF_TEST(dynamic_planes_run_fast_convs_and_match_unfused) {
     af_session_free(plain);
     af_model_free(m);
 }
+
+/* A 1-D CNN, x: [n, 16, L] with L static or symbolic: Conv1d (k 3) + Relu, then Conv1d (k 1) +
+ * the residual x + Relu. The convs run the 2-D kernels on views of height 1 and take their
+ * epilogues, the residual's stride per channel being L (per run where L is symbolic); the fused
+ * run matches level 0 and the reference kernels. */
+static af_model *conv1d_model(int64_t len) {
+    static float w1[16 * 16 * 3], w2[16 * 16], b1[16], b2[16];
+    for (int i = 0; i < 16 * 16 * 3; i++) w1[i] = 0.15f * frand();
+    for (int i = 0; i < 16 * 16; i++) w2[i] = 0.25f * frand();
+    for (int i = 0; i < 16; i++) b1[i] = 0.2f * frand(), b2[i] = 0.2f * frand();
+    ob_model *m = ob_new(13);
+    const char *x = ob_input(m, 3, (int64_t[]){-1, 16, len});
+    const char *in1[3] = {x, ob_const(m, 3, (int64_t[]){16, 16, 3}, w1), ob_const(m, 1, (int64_t[]){16}, b1)};
+    const char *c1 = ob_node(m, "Conv", 3, in1);
+    ob_attr_ints(m, "pads", 2, (int64_t[]){1, 1});
+    const char *in2[3] = {ob_node1(m, "Relu", c1), ob_const(m, 3, (int64_t[]){16, 16, 1}, w2),
+                          ob_const(m, 1, (int64_t[]){16}, b2)};
+    ob_output(m, ob_node1(m, "Relu", ob_node2(m, "Add", ob_node(m, "Conv", 3, in2), x)));
+    return load(m);
+}
+
+AF_TEST(conv1d_residual_fuses_and_matches_unfused) {
+    for (int symbolic = 0; symbolic < 2; symbolic++) {
+        static const int64_t shapes[][2] = {{1, 37}, {2, 100}};
+        for (int sh = 0; sh < 2; sh++) {
+            const int64_t n = shapes[sh][0], len = shapes[sh][1];
+            af_model *m = conv1d_model(symbolic ? -1 : len);
+            af_session *fused = m ? af_test_session(m, 3, NULL) : NULL, *plain = m ? af_test_session(m, 0, NULL) : NULL;
+            af_session_options o = af_session_options_default();
+            o.reference_kernels = 1;
+            o.fusion_level = 0;
+            af_session *ref = NULL;
+            af_error err = {0};
+            CHECK(m && af_session_create(m, &o, &ref, &err) == AF_OK);
+            CHECK(fused && plain && ref);
+            if (fused && plain) {
+                CHECK_EQ_INT(af_session_n_steps(plain), 5);
+                CHECK_EQ_INT(af_session_n_steps(fused), 2); /* each conv with its epilogue */
+            }
+            float *x = malloc((size_t)(n * 16 * len) * sizeof *x);
+            for (int64_t i = 0; x && i < n * 16 * len; i++) x[i] = frand();
+            const af_tensor in = {.dtype = AF_DTYPE_FLOAT, .rank = 3, .dims = {n, 16, len}, .data = x};
+            const char *names[1] = {"in0"};
+            af_session *s[3] = {fused, plain, ref};
+            const af_tensor *y[3] = {NULL, NULL, NULL};
+            for (int i = 0; i < 3 && x && fused && plain && ref; i++)
+                if (af_session_run(s[i], 1, names, &in, &err) == AF_OK) y[i] = af_session_output(s[i], 0);
+            CHECK(y[0] && y[1] && y[2]);
+            if (y[0] && y[1] && y[2]) {
+                CHECK(af_tensor_numel(y[0]) == n * 16 * len && y[0]->rank == 3);
+                const int64_t bad = af_test_count_beyond(y[0], y[1], 1e-4, 1e-5) + af_test_count_beyond(y[0], y[2], 1e-4, 1e-5);
+                if (bad)
+                    af_test_fail(__FILE__, __LINE__, "n %lld, L %lld%s: %lld values differ", (long long)n, (long long)len,
+                                 symbolic ? " (symbolic)" : "", (long long)bad);
+            }
+            free(x);
+            af_session_free(fused);
+            af_session_free(plain);
+            af_session_free(ref);
+            af_model_free(m);
+        }
+    }
+}

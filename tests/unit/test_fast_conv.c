@@ -548,3 +548,50 @@ AF_TEST(fast_conv_long_sums_stay_accurate) {
             fx_free(&f);
         }
 }
+
+/* 1-D convolutions ([N, C, L], as audio and sequence models export them) run the 2-D kernels on
+ * views of height 1; against the reference at every ISA, one and two threads: pointwise, the
+ * implicit GEMM (strides, uneven pads, auto_pad SAME_UPPER), im2col (dilated), depthwise and
+ * grouped, lengths that hit the vector tails. (A symbolic length: test_dynamic_fusion.c.) */
+AF_TEST(fast_conv_1d_matches_reference) {
+    fx_pools pools;
+    CHECK(fx_pools_init(&pools));
+    af_isa isas[AF_ISA_COUNT];
+    const int n_isa = fx_isas(isas);
+    static const struct {
+        int64_t n, cin, cout, len, k, stride, pad, pad_end, dilation, group;
+        bool same_upper;
+    } cases[] = {
+        {1, 16, 24, 300, 1, 1, 0, 0, 1, 1, false}, /* pointwise: the 1x1 GEMM */
+        {2, 8, 20, 37, 3, 1, 1, 1, 1, 1, false},   /* implicit GEMM */
+        {1, 8, 33, 101, 5, 2, 2, 1, 1, 1, false},  /* stride 2, uneven pads */
+        {1, 6, 16, 50, 3, 1, 2, 2, 2, 1, false},   /* dilated: im2col */
+        {2, 12, 12, 45, 7, 1, 3, 3, 1, 12, false}, /* depthwise */
+        {1, 16, 16, 29, 3, 2, 1, 1, 1, 4, false},  /* grouped */
+        {1, 5, 9, 23, 4, 3, 0, 0, 1, 1, true},     /* auto_pad SAME_UPPER, stride 3 */
+    };
+    int covered = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int i = 0; i < n_isa; i++) {
+            fx f;
+            fx_init(&f, AF_OP_CONV, 17);
+            fx_input(&f, fx_rand(3, (int64_t[]){cases[c].n, cases[c].cin, cases[c].len}, -1, 1, 21 + c), false);
+            fx_input(&f, fx_rand(3, (int64_t[]){cases[c].cout, cases[c].cin / cases[c].group, cases[c].k}, -1, 1, 31 + c),
+                     true);
+            fx_input(&f, fx_rand(1, (int64_t[]){cases[c].cout}, -1, 1, 41 + c), true);
+            fx_ints(&f, "strides", 1, (int64_t[]){cases[c].stride});
+            fx_ints(&f, "dilations", 1, (int64_t[]){cases[c].dilation});
+            if (cases[c].same_upper) fx_str(&f, "auto_pad", "SAME_UPPER");
+            else fx_ints(&f, "pads", 2, (int64_t[]){cases[c].pad, cases[c].pad_end});
+            fx_int(&f, "group", cases[c].group);
+            fx_outputs(&f, 1, 1);
+            const char *name = "";
+            const int64_t bad = fx_compare(&f, isas[i], &pools, (fx_tol){1e-5, 1e-4, 0}, &name);
+            if (bad != 0) printf("  1-D case %zu isa %s (%s): %lld off\n", c, af_isa_name(isas[i]), name, (long long)bad);
+            CHECK_EQ_INT(bad, 0); /* -1: no fast kernel took it */
+            covered += bad == 0;
+            fx_free(&f);
+        }
+    CHECK(covered == (int)(sizeof cases / sizeof cases[0]) * n_isa);
+    fx_pools_free(&pools);
+}

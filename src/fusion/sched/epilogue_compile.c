@@ -287,11 +287,11 @@ static int recognize_run(compile *c, const af_node *const *nodes, int avail, int
     return 0;
 }
 
-/* A convolution output [N, C, H, W] whose channel count is known (N, H and W may be symbolic:
- * the epilogue's vectors run per channel, and a residual's strides are set per run where the
- * plane is unknown); other ranks need every dim. */
+/* A convolution output [N, C, H, W] or [N, C, L] whose channel count is known (N and the plane
+ * may be symbolic: the epilogue's vectors run per channel, and a residual's strides are set per
+ * run where the plane is unknown); other ranks need every dim. */
 static bool conv_channels_static(const af_tensor *out) {
-    return out->rank == 4 ? out->dims[1] >= 0 : af_tensor_numel(out) >= 0;
+    return out->rank == 4 || out->rank == 3 ? out->dims[1] >= 0 : af_tensor_numel(out) >= 0;
 }
 
 bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *cand, af_step *s, af_tensor *w_override,
@@ -355,8 +355,9 @@ bool af_sched_compile_epilogue(const af_graph *g, const af_fusion_candidate *can
                 return fail(&c, "node '%s' adds a value computed inside the group", n->name);
             if (s->n_residuals >= AF_EPI_MAX_STEPS) return fail(&c, "too many residual inputs%s", "");
             /* -1: a symbolic plane (conv) or symbolic rows (MatMul), set per run (run_fused) */
-            const bool plane = out->dims[2] >= 0 && out->dims[3] >= 0;
-            int64_t ld = !c.conv ? c.channels : plane ? out->dims[2] * out->dims[3] : -1;
+            int64_t plane = 1; /* a conv's spatial dims, 1-D or 2-D */
+            for (int d = 2; d < out->rank && plane >= 0; d++) plane = out->dims[d] >= 0 ? plane * out->dims[d] : -1;
+            int64_t ld = !c.conv ? c.channels : plane;
             /* per image / batch item */
             int64_t bstride = c.conv ? (ld >= 0 ? c.channels * ld : -1) : c.rows >= 0 ? c.rows * c.channels : -1;
             s->residual_step[s->n_residuals] = s->epi.n_steps;

@@ -1,5 +1,6 @@
 /*
- * Fast float32 2-D Conv in NCHW. 1x1 convolutions with 256+ output pixels are a GEMM on the input
+ * Fast float32 2-D Conv in NCHW, and 1-D Conv ([N, C, L]) as a 2-D one of height 1 on views of
+ * its tensors (as_2d, geometry_2d). 1x1 convolutions with 256+ output pixels are a GEMM on the input
  * itself (at a stride, on its im2col subsample); other ungrouped, undilated ones an implicit GEMM
  * over phase planes (src/kernels/gemm/conv_implicit.c); grouped or dilated kernels go through
  * im2col into the workspace; depthwise convolutions have their own kernels
@@ -34,6 +35,7 @@ typedef struct conv_state {
     af_conv_implicit implicit; /* the implicit GEMM when implicit.w is set (then packed is NULL) */
     af_conv_winograd wino;     /* Winograd F(m x m, 3x3) when wino.u is set (then packed is NULL) */
     struct wino_by_plane *by_plane; /* a 3x3 conv of unknown plane that Winograd may take */
+    bool one_d;                     /* a 1-D conv, [N, C, L], run as [N, C, 1, L] */
     int64_t out_hw;            /* output pixels per channel as planned; -1: unknown */
 } conv_state;
 
@@ -104,11 +106,37 @@ static af_gemm_desc conv_gemm_desc(const conv_state *s, int64_t g, int64_t hw) {
     return d;
 }
 
-/* The geometry of this run from the actual input: pads resolved, output sizes checked. */
-static af_status run_geometry(af_op_ctx *c, const af_tensor *x, const af_tensor *w, af_conv_geom *geo,
+/* A 1-D conv's tensor [N, C, L] seen as [N, C, 1, L] (the same memory). */
+static af_tensor as_2d(const af_tensor *t) {
+    af_tensor v = *t;
+    v.rank = 4;
+    v.dims[3] = t->dims[2];
+    v.dims[2] = 1;
+    return v;
+}
+
+/* The node's geometry as a 2-D one over W's 4-D view: a 1-D conv's attributes become those of its
+ * second dim, the first a kernel, stride and dilation of 1 without pads. */
+static af_status geometry_2d(const af_op_ctx *c, bool one_d, const af_tensor *w4, af_conv_geom *geo) {
+    int64_t kernel[2] = {w4->dims[2], w4->dims[3]};
+    if (!one_d) return af_conv_geom_init(c, 2, kernel, geo);
+    af_conv_geom g1;
+    af_status st = af_conv_geom_init(c, 1, kernel + 1, &g1);
+    if (st != AF_OK) return st;
+    *geo = g1;
+    geo->n_sp = 2;
+    geo->kernel[0] = geo->stride[0] = geo->dilation[0] = 1;
+    geo->pad_begin[0] = geo->pad_end[0] = 0;
+    geo->kernel[1] = g1.kernel[0], geo->stride[1] = g1.stride[0], geo->dilation[1] = g1.dilation[0];
+    geo->pad_begin[1] = g1.pad_begin[0], geo->pad_end[1] = g1.pad_end[0];
+    return AF_OK;
+}
+
+/* The geometry of this run from the actual input (4-D views): pads resolved, output sizes checked. */
+static af_status run_geometry(af_op_ctx *c, bool one_d, const af_tensor *x, const af_tensor *w, af_conv_geom *geo,
                               int64_t *oh, int64_t *ow) {
-    int64_t kernel[2] = {w->dims[2], w->dims[3]}, out[2];
-    af_status st = af_conv_geom_init(c, 2, kernel, geo);
+    int64_t out[2] = {-1, -1};
+    af_status st = geometry_2d(c, one_d, w, geo);
     if (st == AF_OK) st = af_conv_geom_forward(c, geo, x->dims + 2, out);
     *oh = out[0];
     *ow = out[1];
@@ -326,11 +354,18 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     const conv_state *s = k->state;
     const af_tensor *x = af_ctx_input(c, 0), *w = af_ctx_input(c, 1);
     af_tensor *y = af_ctx_output(c, 0);
+    af_tensor x4, w4, y4; /* a 1-D conv's tensors as [N, C, 1, L] */
+    if (s->one_d) {
+        if (x->rank != 3 || w->rank != 3 || y->rank != 3)
+            return af_ctx_fail(c, AF_ERR_RUNTIME, "input must be [N, %lld, L]", (long long)s->cin);
+        x4 = as_2d(x), w4 = as_2d(w), y4 = as_2d(y);
+        x = &x4, w = &w4, y = &y4;
+    }
     if (x->rank != 4 || x->dims[1] != s->cin)
         return af_ctx_fail(c, AF_ERR_RUNTIME, "input must be [N, %lld, H, W]", (long long)s->cin);
     af_conv_geom geo;
     int64_t oh, ow;
-    af_status st = run_geometry(c, x, w, &geo, &oh, &ow);
+    af_status st = run_geometry(c, s->one_d, x, w, &geo, &oh, &ow);
     if (st != AF_OK) return st;
     const int64_t n_img = x->dims[0], h = x->dims[2], wd = x->dims[3], hw_in = h * wd, hw = oh * ow;
     if (y->rank != 4 || y->dims[0] != n_img || y->dims[1] != s->cout || y->dims[2] != oh || y->dims[3] != ow)
@@ -494,17 +529,24 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
     const af_node *n = req->node;
     const af_tensor *x = af_kernel_input(req, 0), *w = af_kernel_input(req, 1), *b = af_kernel_input(req, 2);
     const af_tensor *y = n->n_outputs > 0 && n->outputs[0] >= 0 ? &req->graph->values[n->outputs[0]].t : NULL;
-    if (!x || !w || !y || x->dtype != AF_DTYPE_FLOAT || w->dtype != AF_DTYPE_FLOAT || x->rank != 4 || w->rank != 4 ||
-        !w->data || af_tensor_numel(w) <= 0 || (b && (!b->data || b->dtype != AF_DTYPE_FLOAT)))
+    if (!x || !w || !y || x->dtype != AF_DTYPE_FLOAT || w->dtype != AF_DTYPE_FLOAT || x->rank != w->rank ||
+        (x->rank != 4 && x->rank != 3) || !w->data || af_tensor_numel(w) <= 0 ||
+        (b && (!b->data || b->dtype != AF_DTYPE_FLOAT)))
         return AF_OK;
     if (x->dims[1] < 0) return AF_OK;
     const af_tensor *ins[3] = {x, w, b};
     af_tensor *outs[1] = {NULL};
     af_op_ctx c = {.node = n, .graph = req->graph, .opset = req->graph->opset, .n_inputs = n->n_inputs,
                    .inputs = ins, .n_outputs = 0, .outputs = outs, .err = err};
+    /* A 1-D conv (audio, sequence models) runs as a 2-D one of height 1 on views of its tensors. */
+    const bool one_d = x->rank == 3;
+    af_tensor x4, w4, y4;
+    if (one_d) {
+        x4 = as_2d(x), w4 = as_2d(w), y4 = y->rank == 3 ? as_2d(y) : *y;
+        x = &x4, w = &w4, y = &y4;
+    }
     af_conv_geom geo;
-    int64_t kernel[2] = {w->dims[2], w->dims[3]};
-    if (af_conv_geom_init(&c, 2, kernel, &geo) != AF_OK) return AF_OK; /* the reference reports it */
+    if (geometry_2d(&c, one_d, w, &geo) != AF_OK) return AF_OK; /* the reference reports it */
     int64_t groups = af_node_attr_int(n, "group", 1);
     int64_t cout = w->dims[0], cin = x->dims[1];
     if (groups < 1 || cin % groups || cout % groups || w->dims[1] != cin / groups) return AF_OK;
@@ -513,7 +555,7 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
     conv_state *s = af_calloc(1, sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing Conv '%s'", n->name);
     *s = (conv_state){.isa = req->choice.isa, .cout = cout, .cin = cin, .groups = groups, .kh = w->dims[2],
-                      .kw = w->dims[3], .bias = b ? b->data : NULL,
+                      .kw = w->dims[3], .bias = b ? b->data : NULL, .one_d = one_d,
                       .out_hw = y->rank == 4 && y->dims[2] >= 0 && y->dims[3] >= 0 ? y->dims[2] * y->dims[3] : -1};
     af_status st = AF_OK;
     bool depthwise = groups == cin && groups == cout;
