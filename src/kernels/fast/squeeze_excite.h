@@ -3,7 +3,8 @@
  * the channel gate applied to each plane. MobileNetV3 and EfficientNet blocks: the pooled vector
  * and the two 1x1 convolutions on it are tiny, so unfused they cost more in kernel calls and
  * intermediate tensors than in arithmetic. Two passes over x (mean, then scale), parallel over
- * channels; the matrix-vector products run on the GEMM with prepacked weights.
+ * the channels of every image; the matrix-vector products run on the GEMM with prepacked weights,
+ * one row per image of the batch.
  *
  *   af_se_desc d = {.channels = C, .reduced = Cr, .w1 = ..., .gate = {.op = AF_EPI_HARD_SIGMOID, ...}};
  *   af_se_kernel_make(&d, isa, n_threads, &k, err);   // packs the weights; k.run on [N, C, H, W]
