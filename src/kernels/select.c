@@ -43,6 +43,10 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
     case AF_OP_GREATER:
     case AF_OP_GREATER_OR_EQUAL:
         return af_fast_mask_prepare(req, k, err);
+    case AF_OP_ARG_MAX:
+    case AF_OP_ARG_MIN:
+    case AF_OP_TOP_K:
+        return af_fast_select_axis_prepare(req, k, err);
     case AF_OP_PAD:
         return af_fast_pad_prepare(req, k, err);
     case AF_OP_RESIZE:
