@@ -52,6 +52,7 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
     case AF_OP_RESIZE:
         return af_fast_resize_prepare(req, k, err);
     case AF_OP_SOFTMAX:
+    case AF_OP_LOG_SOFTMAX:
     case AF_OP_LAYER_NORMALIZATION:
     case AF_OP_INSTANCE_NORMALIZATION:
     case AF_OP_BATCH_NORMALIZATION:

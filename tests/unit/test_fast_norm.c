@@ -1,8 +1,8 @@
 /*
- * The fast Softmax, LayerNormalization, InstanceNormalization and BatchNormalization kernels
- * (src/kernels/fast/norm.c)
- * against the reference kernels, for every ISA level the CPU has, 1 and 2 threads, row lengths that
- * hit every vector tail, and the layouts left to the reference.
+ * The fast Softmax, LogSoftmax, LayerNormalization, InstanceNormalization and BatchNormalization
+ * kernels (src/kernels/fast/norm.c) against the reference kernels, for every ISA level the CPU
+ * has, 1 and 2 threads, row lengths that hit every vector tail, and the layouts left to the
+ * reference.
  *
  * Tolerances (the reference computes in double and rounds once):
  *   Softmax: 4 ULP + 20 * 2^-24 relative. The sum runs in double; exp adds vmath's 1 ULP (or
@@ -109,6 +109,49 @@ AF_TEST(fast_norm_softmax) {
     for (int64_t i = 0; i < 2 * 6 * 19; i++)
         if (i % 5 == 0 || i % 19 == 3) x[i] = -INFINITY;
     compare_all(&f, &pools, softmax_tol, true, "softmax13 strided masked");
+    fx_free(&f);
+    fx_pools_free(&pools);
+}
+
+/* ---- LogSoftmax ------------------------------------------------------------------------------ */
+
+/* LogSoftmax: 4 ULP + 20 * 2^-24 relative, and 1e-6 absolute for results near 0 (x - max is
+ * exact there; log of the double sum rounds once more). */
+static const fx_tol logsoftmax_tol = {1e-6, 20 * 0x1p-24, 4};
+
+AF_TEST(fast_norm_logsoftmax) {
+    fx_pools pools;
+    CHECK(fx_pools_init(&pools));
+    char label[96];
+    for (int s = 0; s < N_LENGTHS; s++) {
+        fx f;
+        fx_init(&f, AF_OP_LOG_SOFTMAX, 13);
+        fx_input(&f, fx_rand(2, (int64_t[]){3, lengths[s]}, -10 + (s == 3 ? 1000 : 0), 10 + (s == 3 ? 1000 : 0),
+                             (uint64_t)s),
+                 false);
+        snprintf(label, sizeof label, "logsoftmax13 [3,%lld]", (long long)lengths[s]);
+        compare_all(&f, &pools, logsoftmax_tol, true, label);
+        fx_free(&f);
+    }
+    fx f;
+    /* Rows over the threads; -inf entries and a row of nothing but -inf (NaN, as the reference). */
+    fx_init(&f, AF_OP_LOG_SOFTMAX, 13);
+    fx_input(&f, fx_rand(2, (int64_t[]){128, 1000}, -10, 10, 1), false);
+    float *x = f.in[0].data;
+    for (int64_t i = 0; i < 128 * 1000; i++)
+        if (i % 7 == 0 || (i >= 1000 && i < 2000)) x[i] = -INFINITY;
+    compare_all(&f, &pools, logsoftmax_tol, true, "logsoftmax13 masked");
+    fx_free(&f);
+    /* Before opset 13: the coerced 2-D rows. A strided axis from 13: the reference. */
+    fx_init(&f, AF_OP_LOG_SOFTMAX, 11);
+    fx_int(&f, "axis", 1);
+    fx_input(&f, fx_rand(3, (int64_t[]){2, 3, 17}, -10, 10, 2), false);
+    compare_all(&f, &pools, logsoftmax_tol, true, "logsoftmax11 axis 1");
+    fx_free(&f);
+    fx_init(&f, AF_OP_LOG_SOFTMAX, 13);
+    fx_int(&f, "axis", 1);
+    fx_input(&f, fx_rand(3, (int64_t[]){2, 3, 17}, -10, 10, 3), false);
+    compare_all(&f, &pools, logsoftmax_tol, false, "logsoftmax13 strided axis");
     fx_free(&f);
     fx_pools_free(&pools);
 }

@@ -1,6 +1,7 @@
 /*
  * Fast float32 normalizations: Softmax over a contiguous span (the last axis from opset 13, the
- * coerced 2-D rows before it) or over a strided axis (softmax_cols), LayerNormalization over its
+ * coerced 2-D rows before it) or over a strided axis (softmax_cols), LogSoftmax over a contiguous
+ * span, LayerNormalization over its
  * trailing dims with a full-size Scale and optional B (without the Mean/InvStdDev outputs),
  * InstanceNormalization (each channel plane a LayerNorm row, then its channel's scale and B), and
  * BatchNormalization at inference with constant parameters, folded at prepare into one per-channel
@@ -26,6 +27,7 @@ static const char *const softmax_names[AF_ISA_COUNT] = NORM_NAMES("softmax");
 static const char *const layernorm_names[AF_ISA_COUNT] = NORM_NAMES("layernorm");
 static const char *const batchnorm_names[AF_ISA_COUNT] = NORM_NAMES("batchnorm");
 static const char *const instnorm_names[AF_ISA_COUNT] = NORM_NAMES("instancenorm");
+static const char *const logsoftmax_names[AF_ISA_COUNT] = NORM_NAMES("logsoftmax");
 
 typedef struct norm_state {
     const af_vec_kernels *vk;
@@ -79,6 +81,23 @@ static void softmax_cols(const norm_job *j, const float *x, float *y, int64_t w)
     for (int64_t i = 0; i < j->axis_len; i++) vk->ew_binary(AF_EW_DIV, w, y + i * j->inner, 1, sum, 1, y + i * j->inner);
 }
 
+/* One LogSoftmax row of n contiguous elements: t = x - max in y, the sum of exp(t) in double
+ * from chunks exponentiated into a stack buffer, then y = t - log(sum) (x - max is exact near
+ * the max, so the result keeps its precision where it is near 0). */
+static void logsoftmax_row(const af_vec_kernels *vk, int64_t n, const float *x, float *y) {
+    float m, e[SOFTMAX_COLS];
+    vk->global_pool(true, n, x, &m);
+    vk->ew_binary(AF_EW_SUB, n, x, 1, &m, 0, y);
+    double sum = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += SOFTMAX_COLS) {
+        const int64_t w = n - c0 < SOFTMAX_COLS ? n - c0 : SOFTMAX_COLS;
+        vk->ew_unary(AF_EW_EXP, 0, 0, w, y + c0, e);
+        for (int64_t i = 0; i < w; i++) sum += e[i];
+    }
+    const float ls = (float)log(sum);
+    vk->ew_binary(AF_EW_SUB, n, y, 1, &ls, 0, y);
+}
+
 static void norm_units(const norm_job *j, int64_t u0, int64_t u1) {
     const norm_state *s = j->s;
     if (j->axis_len > 0) { /* unit u: block u / chunks, columns (u % chunks) * unit on */
@@ -114,6 +133,8 @@ static void norm_units(const norm_job *j, int64_t u0, int64_t u1) {
         float *yr = j->y + u * j->unit;
         if (s->op == AF_OP_SOFTMAX) {
             s->vk->softmax_row(j->unit, xr, yr);
+        } else if (s->op == AF_OP_LOG_SOFTMAX) {
+            logsoftmax_row(s->vk, j->unit, xr, yr);
         } else if (j->res) { /* the sum goes to y, then normalizes in place (stats come first) */
             const float *rr = j->res + u * j->unit;
             for (int64_t i = 0; i < j->unit; i++) yr[i] = xr[i] + rr[i];
@@ -161,6 +182,13 @@ static af_status norm_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     int axis;
     af_status st;
     switch (s->op) {
+    case AF_OP_LOG_SOFTMAX: /* contiguous rows only */
+        if (x->rank == 0) return af_op_info(c->node->op)->run(c);
+        if ((st = af_reduce_softmax_axis(c, x->rank, &axis)) != AF_OK) return st;
+        af_reduce_split(x, axis, c->opset >= 13 ? axis + 1 : x->rank, &outer, &j.unit, &inner);
+        if (inner != 1) return af_op_info(c->node->op)->run(c);
+        j.units = outer;
+        break;
     case AF_OP_SOFTMAX:
         if (x->rank == 0) return af_op_info(c->node->op)->run(c);
         if ((st = af_reduce_softmax_axis(c, x->rank, &axis)) != AF_OK) return st;
@@ -272,6 +300,12 @@ af_status af_fast_norm_prepare(const af_kernel_request *req, af_kernel *k, af_er
     case AF_OP_INSTANCE_NORMALIZATION:
         if (x->rank >= 0 && x->rank < 3) return AF_OK;
         break;
+    case AF_OP_LOG_SOFTMAX: /* the last axis (or one followed by dims of 1) from opset 13 */
+        if (g->opset >= 13 && x->rank >= 0) {
+            if (x->rank == 0 || af_reduce_softmax_axis(&c, x->rank, &axis) != AF_OK) return AF_OK;
+            if (af_dims_numel(x->rank - axis - 1, x->dims + axis + 1) != 1) return AF_OK;
+        }
+        break;
     case AF_OP_LAYER_NORMALIZATION: {
         const af_tensor *scale = af_kernel_input(req, 1), *b = af_kernel_input(req, 2);
         if (!scale || scale->dtype != AF_DTYPE_FLOAT || (b && b->dtype != AF_DTYPE_FLOAT)) return AF_OK;
@@ -308,6 +342,7 @@ af_status af_fast_norm_prepare(const af_kernel_request *req, af_kernel *k, af_er
     k->name = n->op == AF_OP_SOFTMAX                   ? softmax_names[s->vk->isa]
               : n->op == AF_OP_LAYER_NORMALIZATION     ? layernorm_names[s->vk->isa]
               : n->op == AF_OP_INSTANCE_NORMALIZATION ? instnorm_names[s->vk->isa]
+              : n->op == AF_OP_LOG_SOFTMAX            ? logsoftmax_names[s->vk->isa]
                                                        : batchnorm_names[s->vk->isa];
     k->state = s;
     k->free_state = norm_free;
