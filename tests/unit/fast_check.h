@@ -300,6 +300,20 @@ static inline int fx_isas(af_isa *out) {
     return n;
 }
 
+/* fx_compare on every ISA the CPU has, exactly, asking that the fast kernel named want ran
+ * (kernels with one name for all ISAs); prints the label of what differs. */
+static inline void fx_check_exact_all(fx *f, const fx_pools *pools, const char *want, const char *label) {
+    af_isa isas[AF_ISA_COUNT];
+    const int n_isa = fx_isas(isas);
+    for (int i = 0; i < n_isa; i++) {
+        const char *name = "";
+        const int64_t bad = fx_compare(f, isas[i], pools, FX_EXACT, &name);
+        if (bad != 0 || strcmp(name, want) != 0)
+            printf("  %s isa=%s: %lld off (kernel %s)\n", label, af_isa_name(isas[i]), (long long)bad, name);
+        CHECK(bad == 0 && strcmp(name, want) == 0);
+    }
+}
+
 /* True when the kernel name ends in isa's suffix ("__avx2"). */
 static inline bool fx_named_for(const char *name, af_isa isa) {
     char want[32];

@@ -21,36 +21,15 @@ static af_tensor values(int rank, const int64_t *dims, uint64_t seed) {
     return t;
 }
 
-static af_tensor bools(int rank, const int64_t *dims, uint64_t seed) {
-    af_tensor t = {.dtype = AF_DTYPE_BOOL, .rank = rank};
+/* A bool (0/1) or int32 tensor of a fixed pattern. */
+static af_tensor pattern(af_dtype dtype, int rank, const int64_t *dims, uint64_t seed) {
+    af_tensor t = {.dtype = dtype, .rank = rank};
     memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
     if (af_tensor_alloc(&t, NULL) != AF_OK) return t;
-    uint8_t *p = t.data;
-    for (int64_t i = 0; i < af_tensor_numel(&t); i++) p[i] = (uint8_t)(((uint64_t)i * 40503u + seed) >> 7 & 1);
+    for (int64_t i = 0; i < af_tensor_numel(&t); i++)
+        if (dtype == AF_DTYPE_BOOL) ((uint8_t *)t.data)[i] = (uint8_t)(((uint64_t)i * 40503u + seed) >> 7 & 1);
+        else ((int32_t *)t.data)[i] = (int32_t)((uint64_t)i * 7919u + seed) - 1000;
     return t;
-}
-
-static af_tensor ints(int rank, const int64_t *dims, uint64_t seed) {
-    af_tensor t = {.dtype = AF_DTYPE_INT32, .rank = rank};
-    memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
-    if (af_tensor_alloc(&t, NULL) != AF_OK) return t;
-    int32_t *p = t.data;
-    for (int64_t i = 0; i < af_tensor_numel(&t); i++) p[i] = (int32_t)((uint64_t)i * 7919u + seed) - 1000;
-    return t;
-}
-
-/* Compares on every ISA; want: the kernel the fast path must name ("" when the reference covers
- * the node). */
-static void compare_all(fx *f, const fx_pools *pools, const char *want, const char *label) {
-    af_isa isas[AF_ISA_COUNT];
-    const int n_isa = fx_isas(isas);
-    for (int i = 0; i < n_isa; i++) {
-        const char *name = "";
-        const int64_t bad = fx_compare(f, isas[i], pools, FX_EXACT, &name);
-        if (bad != 0 || strcmp(name, want) != 0)
-            printf("  %s isa=%s: %lld off (kernel %s)\n", label, af_isa_name(isas[i]), (long long)bad, name);
-        CHECK(bad == 0 && strcmp(name, want) == 0);
-    }
 }
 
 AF_TEST(fast_mask_compares) {
@@ -75,7 +54,7 @@ AF_TEST(fast_mask_compares) {
                 fx_input(&f, values(2, (int64_t[]){2, 5}, 4), false);
                 fx_input(&f, values(2, col, 3), false);
             }
-            compare_all(&f, &pools, "f32_compare", label);
+            fx_check_exact_all(&f, &pools, "f32_compare", label);
             fx_free(&f);
         }
     fx_pools_free(&pools);
@@ -94,16 +73,16 @@ AF_TEST(fast_mask_where) {
             const int64_t *dims = large ? big : small;
             const int rank = large ? 2 : 3;
             /* all shaped, X scalar, Y scalar, the condition scalar, the condition a row broadcast */
-            fx_input(&f, form == 3 ? fx_scalar(AF_DTYPE_BOOL, 1) : form == 4 ? bools(1, &dims[2], 5) : bools(rank, dims, 5),
+            fx_input(&f, form == 3 ? fx_scalar(AF_DTYPE_BOOL, 1) : form == 4 ? pattern(AF_DTYPE_BOOL, 1, &dims[2], 5) : pattern(AF_DTYPE_BOOL, rank, dims, 5),
                      false);
             fx_input(&f, form == 1 ? fx_scalar(dt ? AF_DTYPE_INT32 : AF_DTYPE_FLOAT, 7)
-                                   : dt ? ints(rank, dims, 6) : values(rank, dims, 6),
+                                   : dt ? pattern(AF_DTYPE_INT32, rank, dims, 6) : values(rank, dims, 6),
                      false);
             fx_input(&f, form == 2 ? (dt ? fx_scalar(AF_DTYPE_INT32, -5) : fx_scalar(AF_DTYPE_FLOAT, -INFINITY))
-                                   : dt ? ints(rank, dims, 7) : values(rank, dims, 7),
+                                   : dt ? pattern(AF_DTYPE_INT32, rank, dims, 7) : values(rank, dims, 7),
                      false);
             snprintf(label, sizeof label, "Where %s form %d", dt ? "int32" : "float", form);
-            compare_all(&f, &pools, "where_4byte", label);
+            fx_check_exact_all(&f, &pools, "where_4byte", label);
             fx_free(&f);
         }
     fx_pools_free(&pools);

@@ -18,18 +18,6 @@ static af_tensor values(int rank, const int64_t *dims, uint64_t seed) {
     return t;
 }
 
-static void compare_all(fx *f, const fx_pools *pools, const char *want, const char *label) {
-    af_isa isas[AF_ISA_COUNT];
-    const int n_isa = fx_isas(isas);
-    for (int i = 0; i < n_isa; i++) {
-        const char *name = "";
-        const int64_t bad = fx_compare(f, isas[i], pools, FX_EXACT, &name);
-        if (bad != 0 || strcmp(name, want) != 0)
-            printf("  %s isa=%s: %lld off (kernel %s)\n", label, af_isa_name(isas[i]), (long long)bad, name);
-        CHECK(bad == 0 && strcmp(name, want) == 0);
-    }
-}
-
 AF_TEST(fast_select_axis_argmax_argmin) {
     fx_pools pools;
     CHECK(fx_pools_init(&pools));
@@ -49,7 +37,7 @@ AF_TEST(fast_select_axis_argmax_argmin) {
                 fx_int(&f, "select_last_index", v & 1);
                 fx_int(&f, "keepdims", v >> 1);
                 snprintf(label, sizeof label, "%s shape %zu variant %d", op ? "ArgMin" : "ArgMax", s, v);
-                compare_all(&f, &pools, "f32_argmax_argmin", label);
+                fx_check_exact_all(&f, &pools, "f32_argmax_argmin", label);
                 fx_free(&f);
             }
     fx_pools_free(&pools);
@@ -78,7 +66,7 @@ AF_TEST(fast_select_axis_topk) {
             fx_int(&f, "largest", largest);
             fx_outputs(&f, 2, 3);
             snprintf(label, sizeof label, "TopK case %zu largest %d", c, largest);
-            compare_all(&f, &pools, "f32_topk", label);
+            fx_check_exact_all(&f, &pools, "f32_topk", label);
             fx_free(&f);
         }
     fx_pools_free(&pools);

@@ -11,46 +11,42 @@
 #include "kernels/fast/region.h"
 #include "kernels/fast/vec_internal.h"
 
+/* The ops the vector kernels run as the unfused elementwise kernels do (Pow aside: its exponent). */
+static const struct {
+    af_op op;
+    af_region_vec_kind kind;
+    int ew; /* af_ew_unary_op or af_ew_binary_op */
+} vec_ops[] = {
+    {AF_OP_ERF, AF_REGION_VEC_UNARY, AF_EW_ERF},         {AF_OP_EXP, AF_REGION_VEC_UNARY, AF_EW_EXP},
+    {AF_OP_NEG, AF_REGION_VEC_UNARY, AF_EW_NEG},         {AF_OP_ABS, AF_REGION_VEC_UNARY, AF_EW_ABS},
+    {AF_OP_SQRT, AF_REGION_VEC_UNARY, AF_EW_SQRT},       {AF_OP_RECIPROCAL, AF_REGION_VEC_UNARY, AF_EW_RECIPROCAL},
+    {AF_OP_IDENTITY, AF_REGION_VEC_UNARY, AF_EW_COPY},   {AF_OP_ADD, AF_REGION_VEC_BINARY, AF_EW_ADD},
+    {AF_OP_SUB, AF_REGION_VEC_BINARY, AF_EW_SUB},        {AF_OP_MUL, AF_REGION_VEC_BINARY, AF_EW_MUL},
+    {AF_OP_DIV, AF_REGION_VEC_BINARY, AF_EW_DIV},        {AF_OP_MAX, AF_REGION_VEC_BINARY, AF_EW_MAX},
+    {AF_OP_MIN, AF_REGION_VEC_BINARY, AF_EW_MIN},        {AF_OP_PRELU, AF_REGION_VEC_BINARY, AF_EW_PRELU},
+};
+
+static bool is_f32(const af_graph *g, int v) { return v >= 0 && g->values[v].t.dtype == AF_DTYPE_FLOAT; }
+
 /* The vector kernels' form of node n when it and its inputs are float32 (see af_region_vec): the
  * ops the unfused elementwise kernels run, so a fused region gives their bits. */
 static af_region_vec vec_form(const af_graph *g, const af_node *n) {
     const af_region_vec none = {.kind = AF_REGION_VEC_NONE};
-    if (n->n_outputs < 1 || n->outputs[0] < 0 || g->values[n->outputs[0]].t.dtype != AF_DTYPE_FLOAT ||
-        n->n_inputs < 1 || n->inputs[0] < 0 || g->values[n->inputs[0]].t.dtype != AF_DTYPE_FLOAT)
-        return none;
-    af_region_vec v = {.kind = AF_REGION_VEC_UNARY};
-    switch (n->op) {
-    case AF_OP_ERF: v.op = AF_EW_ERF; return v;
-    case AF_OP_EXP: v.op = AF_EW_EXP; return v;
-    case AF_OP_NEG: v.op = AF_EW_NEG; return v;
-    case AF_OP_ABS: v.op = AF_EW_ABS; return v;
-    case AF_OP_SQRT: v.op = AF_EW_SQRT; return v;
-    case AF_OP_RECIPROCAL: v.op = AF_EW_RECIPROCAL; return v;
-    case AF_OP_IDENTITY: v.op = AF_EW_COPY; return v;
-    case AF_OP_POW: { /* a constant exponent of 2 or 0.5, as the unfused kernel takes */
+    if (n->n_outputs < 1 || !is_f32(g, n->outputs[0]) || n->n_inputs < 1 || !is_f32(g, n->inputs[0])) return none;
+    if (n->op == AF_OP_POW) { /* a constant exponent of 2 or 0.5, as the unfused kernel takes */
         const af_value *e = n->n_inputs == 2 && n->inputs[1] >= 0 ? &g->values[n->inputs[1]] : NULL;
-        if (!e || e->kind != AF_VALUE_CONST || !e->t.data || e->t.dtype != AF_DTYPE_FLOAT ||
-            af_tensor_numel(&e->t) != 1)
+        if (!e || e->kind != AF_VALUE_CONST || !e->t.data || e->t.dtype != AF_DTYPE_FLOAT || af_tensor_numel(&e->t) != 1)
             return none;
         const float x = *(const float *)e->t.data;
         if (x != 2.0f && x != 0.5f) return none;
-        v.op = x == 2.0f ? AF_EW_SQUARE : AF_EW_POW_HALF;
-        return v;
+        return (af_region_vec){.kind = AF_REGION_VEC_UNARY, .op = x == 2.0f ? AF_EW_SQUARE : AF_EW_POW_HALF};
     }
-    default: break;
+    for (size_t i = 0; i < sizeof vec_ops / sizeof vec_ops[0]; i++) {
+        if (vec_ops[i].op != n->op) continue;
+        if (vec_ops[i].kind == AF_REGION_VEC_BINARY && (n->n_inputs != 2 || !is_f32(g, n->inputs[1]))) return none;
+        return (af_region_vec){.kind = vec_ops[i].kind, .op = vec_ops[i].ew};
     }
-    if (n->n_inputs != 2 || n->inputs[1] < 0 || g->values[n->inputs[1]].t.dtype != AF_DTYPE_FLOAT) return none;
-    v.kind = AF_REGION_VEC_BINARY;
-    switch (n->op) {
-    case AF_OP_ADD: v.op = AF_EW_ADD; return v;
-    case AF_OP_SUB: v.op = AF_EW_SUB; return v;
-    case AF_OP_MUL: v.op = AF_EW_MUL; return v;
-    case AF_OP_DIV: v.op = AF_EW_DIV; return v;
-    case AF_OP_MAX: v.op = AF_EW_MAX; return v;
-    case AF_OP_MIN: v.op = AF_EW_MIN; return v;
-    case AF_OP_PRELU: v.op = AF_EW_PRELU; return v;
-    default: return none;
-    }
+    return none;
 }
 
 bool af_sched_build_region(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
