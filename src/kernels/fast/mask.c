@@ -101,6 +101,9 @@ static bool has_data(const af_tensor *t, af_dtype dtype, size_t esize) {
 
 bool af_mask_try(af_op op, const af_tensor *const *ins, int n_ins, af_tensor *y, af_threadpool *pool) {
     const bool where = op == AF_OP_WHERE;
+    if (!where && op != AF_OP_EQUAL && op != AF_OP_LESS && op != AF_OP_LESS_OR_EQUAL && op != AF_OP_GREATER &&
+        op != AF_OP_GREATER_OR_EQUAL)
+        return false; /* a region's other instructions */
     if (n_ins != (where ? 3 : 2) || !y) return false;
     const af_tensor *cond = where ? ins[0] : NULL, *a = ins[where ? 1 : 0], *b = ins[where ? 2 : 1];
     const bool typed = where ? has_data(cond, AF_DTYPE_BOOL, 1) && af_dtype_size(y->dtype) == 4 &&
