@@ -94,5 +94,6 @@ af_status af_fast_pad_prepare(const af_kernel_request *req, af_kernel *k, af_err
 af_status af_fast_transpose_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
 af_status af_fast_mask_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
 af_status af_fast_select_axis_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
+af_status af_fast_einsum_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
 
 #endif

@@ -47,6 +47,8 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
     case AF_OP_ARG_MIN:
     case AF_OP_TOP_K:
         return af_fast_select_axis_prepare(req, k, err);
+    case AF_OP_EINSUM:
+        return af_fast_einsum_prepare(req, k, err);
     case AF_OP_PAD:
         return af_fast_pad_prepare(req, k, err);
     case AF_OP_RESIZE:
