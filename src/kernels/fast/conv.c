@@ -212,34 +212,42 @@ typedef struct group_tasks {
     const af_epilogue *epi;
     const float *x;
     float *y;
-    int64_t n, h, wd, oh, ow, kdim;
+    int64_t n, h, wd, oh, ow;
     char *workspace;
-    size_t col_bytes, per_thread; /* a thread's slice: col_bytes of unfolded input, then GEMM scratch */
+    size_t per_thread; /* a thread's slice: the unfolded input, then GEMM scratch */
     _Atomic int failed;           /* an af_status of a task that failed, else AF_OK */
 } group_tasks;
 
-static void group_task(void *ctx, int g, int thread) {
-    group_tasks *t = ctx;
-    const conv_state *s = t->s;
-    const int64_t hw = t->oh * t->ow, mg = s->cout / s->groups, cg = s->cin / s->groups;
-    char *slice = t->workspace + (size_t)thread * t->per_thread;
+/* Group g of image n on the GEMM path, on the calling thread alone, in a slice of per_thread
+ * bytes: the group's unfolded input first (im2col; a pointwise conv reads its input in place),
+ * then the GEMM's packing scratch. Whole-group tasks and whole-image tasks run it. */
+static af_status gemm_group_in_slice(const conv_state *s, const af_conv_geom *geo, const af_epilogue *epi,
+                                     const float *x, float *y, int64_t n, int64_t g, int64_t h, int64_t wd, int64_t oh,
+                                     int64_t ow, char *slice, size_t per_thread) {
+    const int64_t hw = oh * ow, mg = s->cout / s->groups, cg = s->cin / s->groups;
+    const size_t col_bytes = unfold_bytes(s, hw);
     af_gemm_desc d = conv_gemm_desc(s, g, hw);
-    const float *xg = t->x + (t->n * s->cin + g * cg) * t->h * t->wd;
+    const float *xg = x + (n * s->cin + g * cg) * h * wd;
     if (s->pointwise) {
         d.B = xg;
     } else {
-        im2col_args a = {af_vec_kernels_for(s->isa), xg, (float *)slice, t->h, t->wd, t->oh, t->ow, s->kh, s->kw,
-                         t->geo};
-        for (int64_t row = 0; row < t->kdim; row++) im2col_row(&a, (int)row, thread);
+        im2col_args a = {af_vec_kernels_for(s->isa), xg, (float *)slice, h, wd, oh, ow, s->kh, s->kw, geo};
+        for (int64_t row = 0; row < cg * s->kh * s->kw; row++) im2col_row(&a, (int)row, 0);
         d.B = (float *)slice;
     }
-    d.C = t->y + (t->n * s->cout + g * mg) * hw;
+    d.C = y + (n * s->cout + g * mg) * hw;
     af_epilogue e;
-    af_status st = group_epilogue(s, t->epi, t->n, g, mg, hw, &e);
+    af_status st = group_epilogue(s, epi, n, g, mg, hw, &e);
     d.epilogue = &e;
-    d.workspace = slice + t->col_bytes;
-    d.workspace_size = t->per_thread - t->col_bytes;
-    if (st == AF_OK) st = af_sgemm(&d, NULL);
+    d.workspace = slice + col_bytes;
+    d.workspace_size = per_thread - col_bytes;
+    return st == AF_OK ? af_sgemm(&d, NULL) : st;
+}
+
+static void group_task(void *ctx, int g, int thread) {
+    group_tasks *t = ctx;
+    af_status st = gemm_group_in_slice(t->s, t->geo, t->epi, t->x, t->y, t->n, g, t->h, t->wd, t->oh, t->ow,
+                                       t->workspace + (size_t)thread * t->per_thread, t->per_thread);
     if (st != AF_OK) atomic_store(&t->failed, (int)st);
 }
 
@@ -300,10 +308,7 @@ static size_t image_task_bytes(const conv_state *s, const af_conv_winograd *wino
     size_t b;
     if (wino) b = af_conv_winograd_workspace(wino, oh, ow, 1);
     else if (s->implicit.w) b = af_conv_implicit_workspace(&s->implicit, geo, oh, ow);
-    else {
-        af_gemm_desc d = conv_gemm_desc(s, 0, oh * ow);
-        b = unfold_bytes(s, oh * ow) + ((af_sgemm_workspace_size(&d, 1) + 63) & ~(size_t)63);
-    }
+    else b = group_task_bytes(s, oh * ow);
     return (b + 63) & ~(size_t)63;
 }
 
@@ -324,27 +329,9 @@ static void image_task(void *ctx, int n, int thread) {
                          : af_conv_implicit_run(&s->implicit, t->geo, xn, yn, t->h, t->wd, t->oh, t->ow, &e, NULL,
                                                 slice, t->per_thread);
     } else {
-        const int64_t mg = s->cout / s->groups, cg = s->cin / s->groups;
-        const size_t col_bytes = unfold_bytes(s, hw);
-        for (int64_t g = 0; g < s->groups && st == AF_OK; g++) {
-            af_gemm_desc d = conv_gemm_desc(s, g, hw);
-            const float *xg = t->x + (n * s->cin + g * cg) * hw_in;
-            if (s->pointwise) {
-                d.B = xg;
-            } else {
-                im2col_args a = {af_vec_kernels_for(s->isa), xg, (float *)slice, t->h, t->wd, t->oh, t->ow, s->kh,
-                                 s->kw, t->geo};
-                for (int64_t row = 0; row < cg * s->kh * s->kw; row++) im2col_row(&a, (int)row, thread);
-                d.B = (float *)slice;
-            }
-            d.C = t->y + (n * s->cout + g * mg) * hw;
-            af_epilogue e;
-            st = group_epilogue(s, t->epi, n, g, mg, hw, &e);
-            d.epilogue = &e;
-            d.workspace = slice + col_bytes;
-            d.workspace_size = t->per_thread - col_bytes;
-            if (st == AF_OK) st = af_sgemm(&d, NULL);
-        }
+        for (int64_t g = 0; g < s->groups && st == AF_OK; g++)
+            st = gemm_group_in_slice(s, t->geo, t->epi, t->x, t->y, n, g, t->h, t->wd, t->oh, t->ow, slice,
+                                     t->per_thread);
     }
     if (st != AF_OK) atomic_store(&t->failed, (int)st);
 }
@@ -434,15 +421,13 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         af_free_aligned(own);
         return st == AF_OK ? AF_OK : planned_kernel_status(c, st);
     }
-    const int64_t kdim = s->cin / s->groups * s->kh * s->kw;
     /* Whole groups as tasks where the workspace planned holds a slice per thread; otherwise (a
      * larger plane than planned, say) the path below, which can do without. */
     const size_t per_thread = groups_as_tasks(s, n_threads) ? group_task_bytes(s, hw) : 0;
     if (per_thread && workspace && per_thread * (size_t)n_threads <= k->workspace_bytes) {
         for (int64_t n = n0; n < n_img; n++) {
             group_tasks t = {.s = s, .geo = &geo, .epi = epi, .x = xd, .y = yd, .n = n, .h = h, .wd = wd, .oh = oh,
-                             .ow = ow, .kdim = kdim, .workspace = workspace, .per_thread = per_thread,
-                             .col_bytes = unfold_bytes(s, hw)};
+                             .ow = ow, .workspace = workspace, .per_thread = per_thread};
             atomic_init(&t.failed, AF_OK);
             af_threadpool_run(pool, (int)s->groups, group_task, &t);
             if ((st = (af_status)atomic_load(&t.failed)) != AF_OK) return af_ctx_fail(c, st, "grouped convolution failed");

@@ -125,11 +125,11 @@ static af_status einsum_run(const af_kernel *k, af_op_ctx *c, const af_epilogue 
         d.ldb = N, d.stride_b = K * N;
         /* The output's order is [batch, M, N]'s, or the result is copied into it. */
         int64_t c_stride[AF_LINALG_EINSUM_MAX_LABELS], dims[AF_MAX_RANK], src[AF_MAX_RANK];
+        static const int c_roles[3] = {ROLE_BATCH, ROLE_M, ROLE_N};
         int c_labels[AF_MAX_RANK], n = 0;
         bool same = true;
         for (int r = 0; r < 3; r++)
-            for (int q = 0; q < p.n[r == 0 ? ROLE_BATCH : r == 1 ? ROLE_M : ROLE_N]; q++)
-                c_labels[n++] = p.label[r == 0 ? ROLE_BATCH : r == 1 ? ROLE_M : ROLE_N][q];
+            for (int q = 0; q < p.n[c_roles[r]]; q++) c_labels[n++] = p.label[c_roles[r]][q];
         for (int q = 0; q < n; q++) same = same && c_labels[q] == e.out_label[q];
         d.C = same ? (float *)y->data : c_buf;
         d.ldc = N, d.stride_c = M * N;
