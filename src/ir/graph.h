@@ -128,6 +128,10 @@ int af_node_attr_ints(const af_node *n, const char *name, const int64_t **out);
  * a convolution as its direct form whatever algorithm runs it, a recurrent op (RNN, GRU, LSTM) its
  * gate products W x_t and R h_{t-1}, other ops one per output element. */
 double af_node_flops(const af_graph *g, const af_node *n);
+/* The same from given tensors: inputs 0, 1, 2 and output 0 (NULL where absent), e.g. the shapes
+ * of one run of a graph whose shapes are symbolic. */
+double af_node_flops_of(const af_node *n, const af_tensor *x, const af_tensor *w, const af_tensor *r,
+                        const af_tensor *y);
 int af_node_attr_floats(const af_node *n, const char *name, const float **out);
 
 /* Sorts nodes topologically (stable); fails naming a node on a cycle. Recomputes producers. */

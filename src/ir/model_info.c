@@ -38,10 +38,15 @@ double af_node_flops(const af_graph *g, const af_node *n) {
     const af_tensor *y = n->n_outputs > 0 && n->outputs[0] >= 0 ? &g->values[n->outputs[0]].t : NULL;
     const af_tensor *x = n->n_inputs > 0 && n->inputs[0] >= 0 ? &g->values[n->inputs[0]].t : NULL;
     const af_tensor *w = n->n_inputs > 1 && n->inputs[1] >= 0 ? &g->values[n->inputs[1]].t : NULL;
+    const af_tensor *r = n->n_inputs > 2 && n->inputs[2] >= 0 ? &g->values[n->inputs[2]].t : NULL;
+    return af_node_flops_of(n, x, w, r, y);
+}
+
+double af_node_flops_of(const af_node *n, const af_tensor *x, const af_tensor *w, const af_tensor *r,
+                        const af_tensor *y) {
     if (n->op == AF_OP_RNN || n->op == AF_OP_GRU || n->op == AF_OP_LSTM) {
         /* each step of each batch item: every row of W [dirs, gates*hidden, input] and R [dirs,
          * gates*hidden, hidden] once (Y may be omitted, so count from the inputs) */
-        const af_tensor *r = n->n_inputs > 2 && n->inputs[2] >= 0 ? &g->values[n->inputs[2]].t : NULL;
         int64_t nx = x ? af_tensor_numel(x) : -1, nw = w ? af_tensor_numel(w) : -1, nr = r ? af_tensor_numel(r) : -1;
         if (nx < 0 || nw < 0 || nr < 0 || x->rank != 3 || x->dims[2] <= 0) return 0;
         return 2.0 * (double)(nx / x->dims[2]) * (double)(nw + nr);

@@ -47,6 +47,9 @@ typedef struct af_kernel {
                                 reads that input's data while running (only its shape) */
     size_t weight_bytes;     /* bytes of weights it holds (packed or copied), for memory reports */
     af_kernel_run_fn run;    /* NULL: no fast kernel; the reference kernel runs */
+    /* NULL: every run is `name`. Else the name of what the latest run took, for reports (a kernel
+     * that picks its algorithm from run-time shapes). */
+    const char *(*ran)(const struct af_kernel *k);
     void (*free_state)(void *state);
 } af_kernel;
 

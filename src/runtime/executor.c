@@ -224,6 +224,24 @@ static af_status run_fused(af_exec *e, const af_step *s, af_error *err) {
     return s->kernel.run(&s->kernel, &c, epi.n_steps ? &epi : NULL, e->pool, e->workspace);
 }
 
+/* The flops of a step's contractions (Conv, ConvTranspose, MatMul, Gemm, in their direct form) at
+ * the shapes this run gave its values: the profile's GFLOP/s, which static shapes cannot give
+ * where they are symbolic. The other ops' "one per element" would make a rate of bytes look like
+ * one of arithmetic. */
+static double step_flops(const af_exec *e, const af_step *s) {
+    double f = 0;
+    for (int k = 0; k < s->n_nodes; k++) {
+        const af_node *n = &e->g->nodes[s->nodes[k]];
+        if (n->op != AF_OP_CONV && n->op != AF_OP_CONV_TRANSPOSE && n->op != AF_OP_MAT_MUL && n->op != AF_OP_GEMM)
+            continue;
+        const af_tensor *io[4] = {NULL, NULL, NULL, NULL}; /* inputs 0..2, output 0 */
+        for (int i = 0; i < 3 && i < n->n_inputs; i++) io[i] = n->inputs[i] >= 0 ? &e->env[n->inputs[i]] : NULL;
+        if (n->n_outputs > 0 && n->outputs[0] >= 0) io[3] = &e->env[n->outputs[0]];
+        f += af_node_flops_of(n, io[0], io[1], io[2], io[3]);
+    }
+    return f;
+}
+
 /* The pool's threads' idle time in a step of `ms` wall time (see af_pool_times): the workers'
  * time outside its jobs' tasks, and the caller's waits in them. */
 static double idle_ms(const af_exec *e, const af_pool_times *before, double ms) {
@@ -255,6 +273,7 @@ af_status af_exec_run(af_exec *e, af_error *err) {
             const double ms = af_now_ms() - t0;
             e->step_ms[i] += ms;
             if (e->step_idle_ms && e->pool_times) e->step_idle_ms[i] += idle_ms(e, &pt0, ms);
+            if (e->step_flops && s && st == AF_OK) e->step_flops[i] += step_flops(e, s);
         }
         if (st != AF_OK) return st;
         if (!s || !e->lifetimes) continue;

@@ -41,6 +41,8 @@ typedef struct af_exec {
     int64_t loop_iterations;    /* bodies the running Loop node has run */
     double *step_ms;            /* per plan step: wall time added each run (profiling), or NULL */
     double *step_idle_ms;       /* per plan step, with step_ms: the pool's threads' idle time, or NULL */
+    double *step_flops;         /* per plan step, with step_ms: its contractions' flops at this run's
+                                   shapes (af_node_flops_of), or NULL */
     const af_pool_times *pool_times; /* the sink this thread's pool jobs add to (set by the caller
                                         with af_threadpool_time_into), for step_idle_ms */
     size_t *observed;           /* per value, or NULL: the most bytes each dynamic arena candidate

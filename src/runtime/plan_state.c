@@ -16,6 +16,7 @@ static void plan_state_free(af_plan_state *ps) {
     af_free_aligned(ps->workspace);
     af_free(ps->profile_ms);
     af_free(ps->profile_idle_ms);
+    af_free(ps->profile_flops);
     af_free(ps);
 }
 
@@ -74,7 +75,8 @@ static af_status build_buffers(const af_plan_request *rq, af_plan_state *ps, uin
     /* Allocated up front so that turning profiling on, or a swap while it is on, never allocates. */
     const size_t profile_len = (size_t)(ps->plan.n_steps ? ps->plan.n_steps : 1);
     if (!(ps->profile_ms = af_calloc(profile_len, sizeof *ps->profile_ms)) ||
-        !(ps->profile_idle_ms = af_calloc(profile_len, sizeof *ps->profile_idle_ms)))
+        !(ps->profile_idle_ms = af_calloc(profile_len, sizeof *ps->profile_idle_ms)) ||
+        !(ps->profile_flops = af_calloc(profile_len, sizeof *ps->profile_flops)))
         return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory for the profile");
     return AF_OK;
 }

@@ -47,6 +47,7 @@ typedef struct af_plan_state {
     af_subplans subs;         /* plans of the If/Loop/Scan subgraphs, at the same level */
     double *profile_ms;       /* per step, summed over profile_runs profiled runs */
     double *profile_idle_ms;  /* per step, the same: the thread pool's idle time in it */
+    double *profile_flops;    /* per step, the same: its contractions' flops at each run's shapes */
     int profile_runs;
     size_t kept_bytes;        /* allocations the plan kept (live bytes across its build), arena,
                                  workspace and profile excluded */

@@ -30,21 +30,9 @@ static void step_key(const af_graph *g, const af_step *s, char *key, size_t n) {
     else snprintf(key, n, "%s", step_node(g, s)->op_type);
 }
 
-/* The step's contraction flops (Conv, ConvTranspose, MatMul, Gemm, in their direct form): what
- * GFLOP/s is reported on. The other ops' "one per element" would make a rate of bytes look like
- * one of arithmetic. 0: none, or shapes unknown before run time. */
-static double step_flops(const af_graph *g, const af_step *s) {
-    double f = 0;
-    for (int k = 0; k < s->n_nodes; k++) {
-        const af_node *n = &g->nodes[s->nodes[k]];
-        if (n->op == AF_OP_CONV || n->op == AF_OP_CONV_TRANSPOSE || n->op == AF_OP_MAT_MUL || n->op == AF_OP_GEMM)
-            f += af_node_flops(g, n);
-    }
-    return f;
-}
-
 static const char *kernel_name(const af_step *s) {
-    return s->kernel.run && s->kernel.name ? s->kernel.name : "reference";
+    if (!s->kernel.run || !s->kernel.name) return "reference";
+    return s->kernel.ran ? s->kernel.ran(&s->kernel) : s->kernel.name;
 }
 
 static void write_rate(FILE *out, double flops, double ms) {
@@ -64,8 +52,8 @@ static void kernel_key(const af_graph *g, const af_step *s, char *key, size_t n)
 }
 
 /* One line per distinct key (a kind of step, or a kernel), largest total first. */
-static void write_groups(const af_graph *g, const af_exec_plan *plan, const double *step_ms, const double *step_idle_ms,
-                         int n_threads, int runs, double total, const char *what,
+static void write_groups(const af_graph *g, const af_exec_plan *plan, const af_profile_totals *t, double total,
+                         const char *what,
                          void (*key_of)(const af_graph *, const af_step *, char *, size_t), FILE *out) {
     profile_row *rows = af_calloc((size_t)(plan->n_steps ? plan->n_steps : 1), sizeof *rows);
     if (!rows) return;
@@ -76,9 +64,9 @@ static void write_groups(const af_graph *g, const af_exec_plan *plan, const doub
         int r = 0;
         while (r < n_rows && strcmp(rows[r].key, key) != 0) r++;
         if (r == n_rows) snprintf(rows[n_rows++].key, sizeof rows[r].key, "%s", key);
-        rows[r].ms += step_ms[i] / runs;
-        rows[r].idle_ms += step_idle_ms[i] / runs;
-        rows[r].flops += step_flops(g, &plan->steps[i]);
+        rows[r].ms += t->ms[i] / t->runs;
+        rows[r].idle_ms += t->idle_ms[i] / t->runs;
+        rows[r].flops += t->flops[i] / t->runs;
         rows[r].steps++;
     }
     qsort(rows, (size_t)n_rows, sizeof *rows, by_time_desc);
@@ -86,20 +74,19 @@ static void write_groups(const af_graph *g, const af_exec_plan *plan, const doub
     for (int r = 0; r < n_rows; r++) {
         fprintf(out, "%9.4f %5.1f%%", rows[r].ms, total > 0 ? 100 * rows[r].ms / total : 0);
         write_rate(out, rows[r].flops, rows[r].ms);
-        write_idle(out, rows[r].idle_ms, rows[r].ms, n_threads);
+        write_idle(out, rows[r].idle_ms, rows[r].ms, t->n_threads);
         fprintf(out, " %6d  %s\n", rows[r].steps, rows[r].key);
     }
     af_free(rows);
 }
 
-void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double *step_ms, const double *step_idle_ms,
-                      int n_threads, int runs, FILE *out) {
-    double total = 0, idle = 0;
-    for (int i = 0; i < plan->n_steps; i++) total += step_ms[i], idle += step_idle_ms[i];
+void af_profile_write(const af_graph *g, const af_exec_plan *plan, af_profile_totals t, FILE *out) {
+    const int runs = t.runs, n_threads = t.n_threads;
+    double total = 0, idle = 0, flops = 0;
+    for (int i = 0; i < plan->n_steps; i++) total += t.ms[i], idle += t.idle_ms[i], flops += t.flops[i];
     total /= runs;
     idle /= runs;
-    double flops = 0;
-    for (int i = 0; i < plan->n_steps; i++) flops += step_flops(g, &plan->steps[i]);
+    flops /= runs;
     fprintf(out, "profile over %d runs: %.3f ms per run in %d steps\n", runs, total, plan->n_steps);
     if (flops > 0)
         fprintf(out, "contractions: %.4g GFLOP per run (direct form), %.1f GFLOP/s over the whole run\n", flops / 1e9,
@@ -110,18 +97,18 @@ void af_profile_write(const af_graph *g, const af_exec_plan *plan, const double 
     fprintf(out, "%5s %9s %6s %8s %6s  %s\n", "step", "ms/run", "%", "GFLOP/s", "idle", "ops");
     for (int i = 0; i < plan->n_steps; i++) {
         const af_step *s = &plan->steps[i];
-        double ms = step_ms[i] / runs;
+        double ms = t.ms[i] / runs;
         fprintf(out, "%5d %9.4f %5.1f%%", i, ms, total > 0 ? 100 * ms / total : 0);
-        write_rate(out, step_flops(g, s), ms);
-        write_idle(out, step_idle_ms[i] / runs, ms, n_threads);
+        write_rate(out, t.flops[i] / runs, ms);
+        write_idle(out, t.idle_ms[i] / runs, ms, n_threads);
         fprintf(out, "  ");
         int shown = s->n_nodes < 6 ? s->n_nodes : 6;
         for (int k = 0; k < shown; k++) fprintf(out, "%s%s", k ? "+" : "", g->nodes[s->nodes[k]].op_type);
         if (shown < s->n_nodes) fprintf(out, "+...(%d ops)", s->n_nodes);
         fprintf(out, " '%s' [%s]\n", step_node(g, s)->name, kernel_name(s));
     }
-    write_groups(g, plan, step_ms, step_idle_ms, n_threads, runs, total, "kind", step_key, out);
-    write_groups(g, plan, step_ms, step_idle_ms, n_threads, runs, total, "kernel", kernel_key, out);
+    write_groups(g, plan, &t, total, "kind", step_key, out);
+    write_groups(g, plan, &t, total, "kernel", kernel_key, out);
 }
 
 /* A number, or null where it does not apply (no contractions; one thread). */
@@ -129,12 +116,11 @@ static bool add_number_or_null(cJSON *o, const char *key, bool applies, double v
     return applies ? cJSON_AddNumberToObject(o, key, v) != NULL : cJSON_AddNullToObject(o, key) != NULL;
 }
 
-static cJSON *step_json(const af_graph *g, const af_step *s, int i, double ms, double idle_ms, double total,
-                        int n_threads) {
+static cJSON *step_json(const af_graph *g, const af_step *s, int i, double ms, double idle_ms, double flops,
+                        double total, int n_threads) {
     cJSON *o = cJSON_CreateObject(), *ops = cJSON_CreateArray();
     char kind[80];
     step_key(g, s, kind, sizeof kind);
-    const double flops = step_flops(g, s);
     bool ok = o && ops && cJSON_AddNumberToObject(o, "step", i) && cJSON_AddNumberToObject(o, "ms", ms) &&
               cJSON_AddNumberToObject(o, "share", total > 0 ? ms / total : 0) &&
               add_number_or_null(o, "gflops", flops > 0 && ms > 0, flops / (ms * 1e6)) &&
@@ -155,10 +141,10 @@ static cJSON *step_json(const af_graph *g, const af_step *s, int i, double ms, d
     return o;
 }
 
-void af_profile_write_json(const af_graph *g, const af_exec_plan *plan, const double *step_ms,
-                           const double *step_idle_ms, int n_threads, int runs, FILE *out) {
+void af_profile_write_json(const af_graph *g, const af_exec_plan *plan, af_profile_totals t, FILE *out) {
+    const int runs = t.runs, n_threads = t.n_threads;
     double total = 0, idle = 0;
-    for (int i = 0; i < plan->n_steps; i++) total += step_ms[i], idle += step_idle_ms[i];
+    for (int i = 0; i < plan->n_steps; i++) total += t.ms[i], idle += t.idle_ms[i];
     total /= runs;
     idle /= runs;
     cJSON *root = cJSON_CreateObject(), *steps = cJSON_CreateArray();
@@ -166,7 +152,8 @@ void af_profile_write_json(const af_graph *g, const af_exec_plan *plan, const do
               cJSON_AddNumberToObject(root, "ms_per_run", total) && cJSON_AddNumberToObject(root, "threads", n_threads) &&
               add_number_or_null(root, "idle_share", n_threads > 1 && total > 0, idle / (total * n_threads));
     for (int i = 0; ok && i < plan->n_steps; i++) {
-        cJSON *s = step_json(g, &plan->steps[i], i, step_ms[i] / runs, step_idle_ms[i] / runs, total, n_threads);
+        cJSON *s = step_json(g, &plan->steps[i], i, t.ms[i] / runs, t.idle_ms[i] / runs, t.flops[i] / runs, total,
+                             n_threads);
         ok = s && cJSON_AddItemToArray(steps, s);
         if (!ok) cJSON_Delete(s);
     }

@@ -256,6 +256,7 @@ static af_status run_on(af_session *s, af_plan_state *ps, int n_inputs, const ch
     af_pool_times pool_times = {0, 0};
     if (e.step_ms) {
         e.step_idle_ms = ps->profile_idle_ms;
+        e.step_flops = ps->profile_flops;
         e.pool_times = &pool_times;
         af_threadpool_time_into(&pool_times);
     }
@@ -398,6 +399,7 @@ af_status af_session_set_profiling(af_session *s, int on, af_error *err) {
         const size_t n = (size_t)(ps->plan.n_steps ? ps->plan.n_steps : 1);
         memset(ps->profile_ms, 0, n * sizeof *ps->profile_ms);
         memset(ps->profile_idle_ms, 0, n * sizeof *ps->profile_idle_ms);
+        memset(ps->profile_flops, 0, n * sizeof *ps->profile_flops);
         ps->profile_runs = 0;
         af_plan_state_release(ps);
     }
@@ -408,14 +410,18 @@ af_status af_session_set_profiling(af_session *s, int on, af_error *err) {
 
 int af_session_n_threads(const af_session *s) { return s ? af_threadpool_n_threads(s->pool) : 0; }
 
+static af_profile_totals profile_totals(const af_session *s, const af_plan_state *ps) {
+    return (af_profile_totals){.ms = ps->profile_ms, .idle_ms = ps->profile_idle_ms, .flops = ps->profile_flops,
+                               .runs = ps->profile_runs, .n_threads = af_threadpool_n_threads(s->pool)};
+}
+
 void af_session_profile_write_json(const af_session *s, FILE *out) {
     if (!s || !out) return;
     af_plan_state *ps = af_plan_slot_acquire(s->slot);
     if (!atomic_load(&s->profiling) || !ps->profile_runs)
         fputs("null", out);
     else
-        af_profile_write_json(s->model->graph, &ps->plan, ps->profile_ms, ps->profile_idle_ms,
-                              af_threadpool_n_threads(s->pool), ps->profile_runs, out);
+        af_profile_write_json(s->model->graph, &ps->plan, profile_totals(s, ps), out);
     af_plan_state_release(ps);
 }
 
@@ -425,7 +431,6 @@ void af_session_profile_write(const af_session *s, FILE *out) {
     if (!atomic_load(&s->profiling) || !ps->profile_runs)
         fprintf(out, "no profile: turn profiling on and run first\n");
     else
-        af_profile_write(s->model->graph, &ps->plan, ps->profile_ms, ps->profile_idle_ms,
-                         af_threadpool_n_threads(s->pool), ps->profile_runs, out);
+        af_profile_write(s->model->graph, &ps->plan, profile_totals(s, ps), out);
     af_plan_state_release(ps);
 }

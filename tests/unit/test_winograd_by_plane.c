@@ -100,7 +100,12 @@ AF_TEST(winograd_by_plane_picks_the_tile_per_run_and_matches_reference) {
     static const struct {
         int64_t n, h, w;
         bool winograd;
-    } runs[] = {{2, 40, 40, true}, {1, 12, 12, true}, {1, 6, 6, false}, {1, 12, 12, true}, {1, 41, 37, true}};
+        const char *ran; /* the kernel the profile names after the run */
+    } runs[] = {{2, 40, 40, true, "f32_conv3x3_winograd_f4x4 (by plane)"},
+                {1, 12, 12, true, "f32_conv3x3_winograd_f2x2 (by plane)"},
+                {1, 6, 6, false, "f32_conv_implicit_gemm (by plane)"},
+                {1, 12, 12, true, "f32_conv3x3_winograd_f2x2 (by plane)"},
+                {1, 41, 37, true, "f32_conv3x3_winograd_f4x4 (by plane)"}};
     for (size_t r = 0; s[0] && s[1] && s[2] && s[3] && r < sizeof runs / sizeof runs[0]; r++) {
         const int64_t dims[4] = {runs[r].n, 32, runs[r].h, runs[r].w};
         float *out[4];
@@ -123,12 +128,22 @@ AF_TEST(winograd_by_plane_picks_the_tile_per_run_and_matches_reference) {
                              runs[r].winograd ? "Winograd's" : "them");
         }
         for (int i = 0; i < 4; i++) free(out[i]);
+        /* The profile names what ran (both convs) and rates it at the run's shapes. */
+        char *prof = af_test_capture(s[0], af_session_profile_write_json), k[128];
+        snprintf(k, sizeof k, "\"kernel\":\"%s\"", runs[r].ran);
+        const char *first = prof ? strstr(prof, k) : NULL;
+        if (!first || !strstr(first + strlen(k), k))
+            af_test_fail(__FILE__, __LINE__, "%lldx%lld: the profile does not name %s twice", (long long)runs[r].h,
+                         (long long)runs[r].w, runs[r].ran);
+        for (const char *c = prof; c && (c = strstr(c, "\"ops\":[\"Conv\"")) != NULL; c++) {
+            const char *g = c;
+            while (g > prof && strncmp(g, "\"gflops\":", 9) != 0) g--;
+            if (strncmp(g, "\"gflops\":null", 13) == 0)
+                af_test_fail(__FILE__, __LINE__, "%lldx%lld: a conv step without GFLOP/s", (long long)runs[r].h,
+                             (long long)runs[r].w);
+        }
+        free(prof);
     }
-    char *prof = s[0] ? af_test_capture(s[0], af_session_profile_write_json) : NULL;
-    const char *k = "\"kernel\":\"f32_conv3x3_winograd_by_plane\"";
-    const char *first = prof ? strstr(prof, k) : NULL;
-    CHECK(first && strstr(first + strlen(k), k)); /* both convs */
-    free(prof);
     for (int i = 0; i < 4; i++) af_session_free(s[i]);
     af_model_free(m);
     remove(off);

@@ -47,7 +47,17 @@ typedef struct conv_state {
  * own. */
 typedef struct wino_by_plane {
     _Atomic(af_conv_winograd *) u[2]; /* m = 4, m = 2; NULL until a run needs it */
+    atomic_int ran;                   /* what the latest run took: its m, 0 the implicit GEMM, -1 none */
 } wino_by_plane;
+
+static const char *by_plane_ran(const af_kernel *k) {
+    switch (atomic_load_explicit(&((const conv_state *)k->state)->by_plane->ran, memory_order_relaxed)) {
+    case 4: return "f32_conv3x3_winograd_f4x4 (by plane)";
+    case 2: return "f32_conv3x3_winograd_f2x2 (by plane)";
+    case 0: return "f32_conv_implicit_gemm (by plane)";
+    default: return k->name;
+    }
+}
 
 static void wino_by_plane_free(wino_by_plane *b) {
     if (!b) return;
@@ -379,6 +389,7 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     if (s->by_plane) {
         const int m = af_conv_winograd_tile(&geo, s->kh, s->kw, s->groups, s->cin, s->cout, oh, ow, n_threads);
         if (m) wino = wino_by_plane_get(s, m);
+        atomic_store_explicit(&s->by_plane->ran, wino ? m : 0, memory_order_relaxed);
     }
     if (s->implicit.w && !wino && !af_conv_implicit_fit(&s->implicit, &geo, oh, ow))
         return af_ctx_fail(c, AF_ERR_RUNTIME, "geometry differs from the prepared one");
@@ -614,7 +625,9 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
                         goto fail;
                     }
                     for (int i = 0; i < 2; i++) atomic_init(&s->by_plane->u[i], NULL);
+                    atomic_init(&s->by_plane->ran, -1);
                     k->name = "f32_conv3x3_winograd_by_plane";
+                    k->ran = by_plane_ran;
                 }
                 goto done;
             }
