@@ -242,6 +242,37 @@ static void gather_within(const af_graph *g, af_lifetimes *lt, const bool *alias
     run_within(g, lt, x, v, (int)axis, idx);
 }
 
+/* For a step covering Concat node n alone, whose inputs could not live inside its output (they
+ * are read later): whether they are a run of consecutive inputs of a later Concat that holds them
+ * (concat_within), and if so marks n's output inside that Concat's output, over them. DenseNet's
+ * layer k concatenates the block input and the first k - 1 layers' outputs, and the block's last
+ * Concat all of them: every layer's Concat is then a view of the block's buffer and copies
+ * nothing. Nothing may be written in place over n's output. */
+static void concat_run_within(const af_graph *g, af_lifetimes *lt, const bool *aliased, const af_node *n) {
+    if (n->op != AF_OP_CONCAT || n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 1 || n->inputs[0] < 0)
+        return;
+    const int out = n->outputs[0], r0 = chain_start(g, lt, n->inputs[0]);
+    if (r0 < 0 || lt->within[r0] < 0 || lt->within[r0] == out) return; /* not held, or held by n */
+    const int y = lt->within[r0], p = g->values[y].producer;
+    /* y is written after n's step, by the Concat that holds the parts: any step will do for the
+     * check, which then sees to the rest (both in the arena, nothing in place over either). */
+    if (!may_lie_within(g, lt, aliased, y, out, INT32_MAX) || p < 0 || g->nodes[p].op != AF_OP_CONCAT) return;
+    const af_node *big = &g->nodes[p];
+    const af_tensor *ot = &g->values[out].t, *yt = &g->values[y].t;
+    int64_t axis = af_node_attr_int(n, "axis", 0), big_axis = af_node_attr_int(big, "axis", 0);
+    if (axis < 0) axis += ot->rank;
+    if (big_axis < 0) big_axis += yt->rank;
+    if (ot->rank != yt->rank || axis != big_axis) return;
+    int k0 = 0;
+    while (k0 < big->n_inputs && big->inputs[k0] != n->inputs[0]) k0++;
+    if (n->n_inputs > big->n_inputs - k0) return;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (big->inputs[k0 + k] != n->inputs[k]) return;
+    /* The parts are whole runs of y (concat_within saw to that), so n's output is their run. */
+    lt->within[out] = y;
+    lt->within_offset[out] = lt->within_offset[r0];
+}
+
 af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_lifetimes *lt, af_error *err) {
     memset(lt, 0, sizeof *lt);
     int n_steps = plan ? plan->n_steps : g->n_nodes;
@@ -292,6 +323,11 @@ af_status af_lifetimes_compute(const af_graph *g, const af_exec_plan *plan, af_l
         concat_within(g, lt, aliased, &g->nodes[s ? s->anchor : i], i);
         slice_within(g, lt, aliased, &g->nodes[s ? s->anchor : i], i);
         gather_within(g, lt, aliased, &g->nodes[s ? s->anchor : i], i);
+    }
+    for (int i = 0; i < n_steps; i++) { /* after every Concat's own inputs are placed */
+        const af_step *s = plan ? &plan->steps[i] : NULL;
+        if (s && (s->output >= 0 || s->n_nodes != 1 || s->kernel_node)) continue;
+        concat_run_within(g, lt, aliased, &g->nodes[s ? s->anchor : i]);
     }
     af_free(aliased);
     af_free(buf);

@@ -21,6 +21,9 @@
  * before the concatenated one of size 1: channels of one image) live inside the output's slot, at
  * their parts' offsets, when each is read last by the Concat, shares no slot in place, and starts
  * on a 64-byte boundary. Their producers write the output's parts, and the Concat copies nothing.
+ * An unfused Concat whose inputs are a run of consecutive inputs of such a Concat (a dense block's
+ * layer k reads the block input and layers 1..k-1, the block's last Concat all of them) lives
+ * inside that one's output, over its parts: a view, which copies nothing either.
  * Likewise an unfused Slice whose output is one run of its input's bytes (step 1 along one axis,
  * every axis before it of size 1, every axis after it whole: ShuffleNet's channel split) lives
  * inside its input's slot, which then lives as long as the output, and the Slice copies nothing;

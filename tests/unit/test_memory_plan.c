@@ -32,9 +32,26 @@ static bool inside(const af_lifetimes *lt, int a, int b) {
     return false;
 }
 
+/* Whether v is a Concat's output held, as its inputs are, by another value (a dense block's
+ * earlier Concat inside the last one): a view of its parts, which must then be laid out one after
+ * another from v's offset. */
+static bool concat_view(const af_graph *g, const af_memory_plan *p, const af_lifetimes *lt, int v) {
+    const int pr = g->values[v].producer;
+    if (!lt->within || lt->within[v] < 0 || pr < 0 || g->nodes[pr].op != AF_OP_CONCAT) return false;
+    const af_node *n = &g->nodes[pr];
+    int64_t off = p->offset[v];
+    for (int k = 0; k < n->n_inputs; k++) {
+        const int u = n->inputs[k];
+        if (lt->within[chain_root(lt, u)] != lt->within[v] || p->offset[u] != off) return false;
+        off += (int64_t)p->size[u];
+    }
+    return off == p->offset[v] + (int64_t)p->size[v];
+}
+
 /* Checks every pair of planned values whose lifetimes overlap for overlapping byte ranges; values
- * of one in-place chain share their slot by design and must sit at the same offset, and a value
- * inside another (see inside) must lie within its bytes. */
+ * of one in-place chain share their slot by design and must sit at the same offset, a value
+ * inside another (see inside) must lie within its bytes, and a Concat's view over its parts
+ * (concat_view) may overlap other values held where it is. */
 static int count_overlaps(const af_graph *g, const af_memory_plan *p, const af_lifetimes *lt) {
     int bad = 0;
     for (int a = 0; a < g->n_values; a++) {
@@ -45,6 +62,9 @@ static int count_overlaps(const af_graph *g, const af_memory_plan *p, const af_l
             int fb = lt->first[b], lb = lt->last[b] < fb ? fb : lt->last[b];
             if (la < fb || lb < fa) continue;
             if (chain_root(lt, a) == chain_root(lt, b) && p->offset[a] == p->offset[b]) continue;
+            const int wa = lt->within ? lt->within[chain_root(lt, a)] : -1;
+            const int wb = lt->within ? lt->within[chain_root(lt, b)] : -1;
+            if (wa >= 0 && wa == wb && (concat_view(g, p, lt, a) || concat_view(g, p, lt, b))) continue;
             int64_t ao = p->offset[a], bo = p->offset[b];
             if (inside(lt, a, b) || inside(lt, b, a)) {
                 const bool a_in = inside(lt, a, b);
@@ -271,18 +291,23 @@ static void planned_free(planned *p) {
 static bool run_on_arena(const af_graph *g, const planned *p, af_tensor x, af_tensor *y) {
     af_error err = {0};
     af_exec e;
-    uint8_t *arena = af_malloc_aligned(p->mp.arena_bytes);
-    bool ok = arena && af_exec_init(&e, g, NULL, &err) == AF_OK;
+    size_t scratch = 64; /* the fast kernels' (convolutions') workspace, as a session plans it */
+    for (int i = 0; i < p->plan.n_steps; i++)
+        if (p->plan.steps[i].kernel.workspace_bytes > scratch) scratch = p->plan.steps[i].kernel.workspace_bytes;
+    uint8_t *arena = af_malloc_aligned(p->mp.arena_bytes), *workspace = af_malloc_aligned(scratch);
+    bool ok = arena && workspace && af_exec_init(&e, g, NULL, &err) == AF_OK;
     if (!ok) {
         af_free_aligned(arena);
+        af_free_aligned(workspace);
         return false;
     }
-    e.plan = &p->plan, e.lifetimes = &p->lt, e.memory = &p->mp, e.arena = arena;
+    e.plan = &p->plan, e.lifetimes = &p->lt, e.memory = &p->mp, e.arena = arena, e.workspace = workspace;
     e.env[g->inputs[0]] = x;
     ok = af_exec_run(&e, &err) == AF_OK && af_exec_take(&e, g->outputs[0], y, &err) == AF_OK;
     e.env[g->inputs[0]].data = NULL; /* the caller's */
     af_exec_release(&e);
     af_free_aligned(arena);
+    af_free_aligned(workspace);
     return ok;
 }
 
@@ -523,4 +548,67 @@ AF_TEST(memory_plan_keeps_a_transpose_of_unit_axes_in_its_input) {
         planned_free(&p);
         af_model_free(m);
     }
+}
+
+/* DenseNet's dense block: layer k concatenates the block input and the outputs of layers 1..k-1,
+ * and the block's last Concat all of them. The last Concat holds every part (its inputs are read
+ * last there); each earlier Concat, whose inputs are a leading run of the last one's, becomes a
+ * view of that run and copies nothing. r0 = Relu(x), f_k = Conv1x1(Concat(r0, f_1..f_k-1)), y =
+ * Conv1x1(Concat(r0, f_1..f_3)); the output is the same bits as with every Concat copying. */
+AF_TEST(memory_plan_places_dense_block_concats_inside_the_last) {
+    static float w[4][16 * 56];
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 16 * 56; i++) w[k][i] = (float)((i * 13 + k * 5) % 17) / 32.0f - 0.25f;
+    ob_model *b = ob_new(13);
+    const char *parts[4] = {ob_node1(b, "Relu", ob_input(b, 4, (int64_t[]){1, 8, 6, 6}))};
+    const char *cat[3];
+    int64_t ch = 8;
+    for (int k = 0; k < 3; k++) {
+        cat[k] = k == 0 ? parts[0] : ob_node(b, "Concat", k + 1, parts);
+        if (k > 0) ob_attr_i(b, "axis", 1);
+        parts[k + 1] = ob_node(b, "Conv", 2, (const char *[]){cat[k], ob_const(b, 4, (int64_t[]){16, ch, 1, 1}, w[k])});
+        ch += 16;
+    }
+    const char *last = ob_node(b, "Concat", 4, parts);
+    ob_attr_i(b, "axis", 1);
+    ob_output(b, ob_node(b, "Conv", 2, (const char *[]){last, ob_const(b, 4, (int64_t[]){4, 56, 1, 1}, w[3])}));
+    af_model *m = load_built(b);
+    if (!m) return;
+    const af_graph *g = m->graph;
+    planned p, apart;
+    CHECK(plan_unfused(g, &p) && plan_unfused(g, &apart));
+    af_memory_plan_free(&apart.mp);
+    CHECK(plan_apart(g, &apart, &apart.mp));
+    int views = 0, holder = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == AF_OP_CONCAT && g->nodes[i].n_inputs == 4) holder = g->nodes[i].outputs[0];
+    CHECK(holder >= 0);
+    for (int i = 0; holder >= 0 && i < g->n_nodes; i++) {
+        const af_node *n = &g->nodes[i];
+        if (n->op != AF_OP_CONCAT || n->outputs[0] == holder) continue;
+        views++;
+        CHECK_EQ_INT(p.lt.within[n->outputs[0]], holder);
+        CHECK_EQ_INT(p.mp.offset[n->outputs[0]], p.mp.offset[holder]); /* the run starts at r0 */
+        CHECK(concat_view(g, &p.mp, &p.lt, n->outputs[0]));
+    }
+    CHECK_EQ_INT(views, 2);
+    CHECK_EQ_INT(count_overlaps(g, &p.mp, &p.lt), 0);
+    CHECK(p.mp.arena_bytes < apart.mp.arena_bytes);
+    float xd[288];
+    for (int i = 0; i < 288; i++) xd[i] = (float)((i * 7) % 23) / 8.0f - 1.5f;
+    const af_tensor x = {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {1, 8, 6, 6}, .data = xd, .nbytes = sizeof xd};
+    af_tensor y = {0}, y_apart = {0};
+    int *within = apart.lt.within;
+    apart.lt.within = NULL; /* every Concat copying, as apart.mp was planned */
+    CHECK(run_on_arena(g, &p, x, &y) && run_on_arena(g, &apart, x, &y_apart));
+    apart.lt.within = within;
+    CHECK(y.data && y_apart.data && y.nbytes == y_apart.nbytes && y.nbytes == 4 * 36 * 4);
+    if (y.data && y_apart.data && y.nbytes == y_apart.nbytes) CHECK(memcmp(y.data, y_apart.data, y.nbytes) == 0);
+    printf("  dense block: %d Concats inside the last, arena %zu -> %zu bytes\n", views, apart.mp.arena_bytes,
+           p.mp.arena_bytes);
+    af_tensor_free_data(&y);
+    af_tensor_free_data(&y_apart);
+    planned_free(&apart);
+    planned_free(&p);
+    af_model_free(m);
 }
