@@ -5,8 +5,9 @@
  * every vector tail and windows wider than the input; the global pools over sizes 1 .. 100003.
  *
  * Tolerances: max pools are exact (a selection). A window average sums at most kh*kw floats in
- * float and divides once, so with inputs in [-1, 1] it is held to kh*kw * 2^-24 absolute plus one
- * ULP; the global average sums in double and rounds once: one ULP (and 1e-9 absolute near zero).
+ * float and scales once (by the reciprocal of its count; on AVX-512, where every window divides by
+ * kh*kw, the depthwise kernel sums products with 1 / (kh*kw) instead), so with inputs in [-1, 1]
+ * it is held to kh*kw * 2^-24 absolute plus one ULP; the global average sums in double and rounds once: one ULP (and 1e-9 absolute near zero).
  */
 #include "fast_check.h"
 

@@ -50,7 +50,12 @@ af_status af_dw_blocked_prepare(const float *weights, int64_t channels, int64_t 
     return af_dw_blocked_prepare_grouped(weights, channels, 1, kh, kw, b);
 }
 
+void af_dw_blocked_prepare_max(int64_t channels, int64_t kh, int64_t kw, af_dw_blocked *b) {
+    *b = (af_dw_blocked){.channels = channels, .kh = kh, .kw = kw, .group_channels = 1, .max = true};
+}
+
 size_t af_dw_blocked_weight_bytes(const af_dw_blocked *b) {
+    if (!b->weights) return 0;
     return (size_t)(ceil_div(b->channels, LANES) * b->group_channels * b->kh * b->kw * LANES) * sizeof(float);
 }
 
@@ -119,6 +124,7 @@ typedef struct blocked_run {
     /* A lone activation step runs on the accumulators instead: clamp to [lo, hi], or HardSwish. */
     af_gemm_fused act;
     int variant; /* the pixel kernel (see variant()) */
+    float pad;   /* what the block holds outside the plane: 0, or -inf for a max */
     int32_t perm_base[LANES]; /* MODE_PERM: lane l reads block lane (l / cg) cg + j for input channel j */
 } blocked_run;
 
@@ -128,9 +134,9 @@ TARGET static void interleave_row(const blocked_run *r, const float *x0, int64_t
     const int64_t cs = r->cs;
     const int64_t wp = r->wp, left = r->geo->pad_begin[1];
     const int64_t j_lo = min64(wp, max64(0, left)), j_hi = iy < 0 || iy >= r->h ? j_lo : min64(wp, left + r->w);
-    const __m512 zero = _mm512_setzero_ps();
-    for (int64_t j = 0; j < j_lo; j++) _mm512_storeu_ps(dst + j * cs, zero);
-    for (int64_t j = max64(j_hi, j_lo); j < wp; j++) _mm512_storeu_ps(dst + j * cs, zero);
+    const __m512 zero = _mm512_setzero_ps(), pad = _mm512_set1_ps(r->pad);
+    for (int64_t j = 0; j < j_lo; j++) _mm512_storeu_ps(dst + j * cs, pad);
+    for (int64_t j = max64(j_hi, j_lo); j < wp; j++) _mm512_storeu_ps(dst + j * cs, pad);
     for (int64_t j0 = j_lo; j0 < j_hi; j0 += LANES) {
         const int64_t n = min64(LANES, j_hi - j0);
         const __mmask16 m = (__mmask16)((1u << n) - 1);
@@ -163,7 +169,7 @@ TARGET static inline __attribute__((always_inline)) void store_tile(const int R,
  * (2, 4 or 8 channels), lane l's input channel j is block lane (l / cg) cg + j, a permutation;
  * groups of 16 or 32 channels, input channel j of every lane is the group's channel j, a
  * broadcast. */
-enum { MODE_DW, MODE_PERM, MODE_BCAST, MODES };
+enum { MODE_DW, MODE_PERM, MODE_BCAST, MODE_MAX, MODES };
 
 /* Input channel j of the 16 lanes at block column p (see the modes). */
 TARGET static inline __attribute__((always_inline)) __m512 lanes_in(const int MODE, const float *p, int64_t j,
@@ -171,6 +177,15 @@ TARGET static inline __attribute__((always_inline)) __m512 lanes_in(const int MO
     if (MODE == MODE_BCAST) return _mm512_set1_ps(p[j]);
     const __m512 v = _mm512_loadu_ps(p);
     return MODE == MODE_PERM ? _mm512_permutexvar_ps(idx, v) : v;
+}
+
+/* A max's weights: never read. */
+TARGET static inline __attribute__((always_inline)) __m512 v_unused(void) { return _mm512_setzero_ps(); }
+
+/* One tap into an accumulator: w v + acc, or for a max the larger of v and acc, acc where v is
+ * NaN (MAXPS returns its second operand then). */
+TARGET static inline __attribute__((always_inline)) __m512 tap(const int MODE, __m512 w, __m512 v, __m512 acc) {
+    return MODE == MODE_MAX ? _mm512_max_ps(v, acc) : _mm512_fmadd_ps(w, v, acc);
 }
 
 /* R output pixels (ox0 .. ox0 + R of row oy) of the 16 channels, inlined with constants. KW > 0
@@ -191,7 +206,7 @@ TARGET static inline __attribute__((always_inline)) void pixels(const int R, con
     const float *base = blk + (oy_in_blk * g->stride[0] * r->wp + ox0 * g->stride[1]) * cs;
     __m512 acc[LANES];
 #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) acc[i] = bias;
+    for (int i = 0; i < R; i++) acc[i] = MODE == MODE_MAX ? _mm512_set1_ps(-INFINITY) : bias;
     for (int64_t ch = 0; ch < cg; ch++) {
         const __m512i idx = MODE == MODE_PERM
                                 ? _mm512_add_epi32(_mm512_loadu_si512(r->perm_base), _mm512_set1_epi32((int)ch))
@@ -202,7 +217,7 @@ TARGET static inline __attribute__((always_inline)) void pixels(const int R, con
                 const float *row = base + ky * dy;
                 __m512 w[KW ? KW : 1];
 #pragma GCC unroll 5
-                for (int kx = 0; kx < KW; kx++) w[kx] = _mm512_loadu_ps(wc + kx * LANES);
+                for (int kx = 0; kx < KW; kx++) w[kx] = MODE == MODE_MAX ? v_unused() : _mm512_loadu_ps(wc + kx * LANES);
 #pragma GCC unroll 40
                 for (int j = 0; j < (R - 1) * SX + KW; j++) {
                     const __m512 v = lanes_in(MODE, row + j * cs, ch, idx);
@@ -210,18 +225,17 @@ TARGET static inline __attribute__((always_inline)) void pixels(const int R, con
                     for (int kx = 0; kx < KW; kx++) {
                         const int d = j - kx; /* pixel d / SX reads column j at tap kx */
                         if (d >= 0 && d % SX == 0 && d / SX < R)
-                            acc[d / SX] = _mm512_fmadd_ps(w[kx], v, acc[d / SX]);
+                            acc[d / SX] = tap(MODE, w[kx], v, acc[d / SX]);
                     }
                 }
             }
         } else {
             for (int64_t ky = 0; ky < kh; ky++)
                 for (int64_t kx = 0; kx < kw; kx++, wc += LANES) {
-                    const __m512 wv = _mm512_loadu_ps(wc);
+                    const __m512 wv = MODE == MODE_MAX ? v_unused() : _mm512_loadu_ps(wc);
                     const float *p = base + ky * dy + kx * dx;
 #pragma GCC unroll 16
-                    for (int i = 0; i < R; i++)
-                        acc[i] = _mm512_fmadd_ps(wv, lanes_in(MODE, p + i * sx, ch, idx), acc[i]);
+                    for (int i = 0; i < R; i++) acc[i] = tap(MODE, wv, lanes_in(MODE, p + i * sx, ch, idx), acc[i]);
                 }
         }
     }
@@ -241,7 +255,7 @@ typedef void (*pixels_fn)(const blocked_run *, const float *, const float *, __m
 #define DEF_MODE(R, MODE) DEF_PIXELS(R, 0, 1, MODE) DEF_PIXELS(R, 3, 1, MODE) DEF_PIXELS(R, 3, 2, MODE)
 #define DEF_ALL(R)                                                                                     \
     DEF_MODE(R, MODE_DW) DEF_PIXELS(R, 5, 1, MODE_DW) DEF_PIXELS(R, 5, 2, MODE_DW) DEF_MODE(R, MODE_PERM) \
-        DEF_MODE(R, MODE_BCAST)
+        DEF_MODE(R, MODE_BCAST) DEF_MODE(R, MODE_MAX)
 DEF_ALL(1) DEF_ALL(2) DEF_ALL(3) DEF_ALL(4) DEF_ALL(5) DEF_ALL(6) DEF_ALL(7) DEF_ALL(8) DEF_ALL(9) DEF_ALL(10)
 DEF_ALL(11) DEF_ALL(12) DEF_ALL(13) DEF_ALL(14) DEF_ALL(15) DEF_ALL(16)
 enum { GENERIC, K3S1, K3S2, K5S1, K5S2, VARIANTS };
@@ -250,13 +264,14 @@ enum { GENERIC, K3S1, K3S2, K5S1, K5S2, VARIANTS };
 #define ROW(R)                                                                                                   \
     {{pixels_##R##_0_1_MODE_DW, pixels_##R##_3_1_MODE_DW, pixels_##R##_3_2_MODE_DW, pixels_##R##_5_1_MODE_DW,    \
       pixels_##R##_5_2_MODE_DW},                                                                                 \
-     MODE_ROW(R, MODE_PERM), MODE_ROW(R, MODE_BCAST)}
+     MODE_ROW(R, MODE_PERM), MODE_ROW(R, MODE_BCAST), MODE_ROW(R, MODE_MAX)}
 static const pixels_fn pixel_kernels[LANES + 1][MODES][VARIANTS] = {
     {{NULL}}, ROW(1),  ROW(2),  ROW(3),  ROW(4),  ROW(5),  ROW(6),  ROW(7),  ROW(8),
     ROW(9),   ROW(10), ROW(11), ROW(12), ROW(13), ROW(14), ROW(15), ROW(16),
 };
 
 static int mode(const af_dw_blocked *b) {
+    if (b->max) return MODE_MAX;
     return b->group_channels == 1 ? MODE_DW : b->group_channels < LANES ? MODE_PERM : MODE_BCAST;
 }
 
@@ -294,7 +309,7 @@ TARGET static void blocked_task(void *ctx, int task, int thread) {
         const int64_t ns = min64(LANES, nc - s);
         const __mmask16 cm = (__mmask16)((1u << ns) - 1);
         const __m512 bias = r->bias ? _mm512_maskz_loadu_ps(cm, r->bias + c0 + s) : _mm512_setzero_ps();
-        const float *wg = r->b->weights + (c0 + s) / LANES * r->b->group_channels * taps * LANES;
+        const float *wg = r->b->weights ? r->b->weights + (c0 + s) / LANES * r->b->group_channels * taps * LANES : NULL;
         float *ys = r->y + (img * r->b->channels + c0 + s) * plane;
         for (int64_t oy = oy0; oy < oy1; oy++)
             for (int64_t ox = 0; ox < r->ow; ox += LANES) {
@@ -330,7 +345,7 @@ static af_status run_blocked(const af_dw_blocked *b, const af_conv_geom *geo, co
                      .wp = block_width(b, geo, ow), .cs = unit_channels(b),
                      .units = ceil_div(b->channels, unit_channels(b)),
                      .epi = epi && epi->n_steps ? epi : NULL, .apply = af_epilogue_tile_fn_for(AF_ISA_AVX512),
-                     .act = {.lo = -INFINITY, .hi = INFINITY}};
+                     .act = {.lo = -INFINITY, .hi = INFINITY}, .pad = b->max ? -INFINITY : 0.0f};
     const int cg = (int)b->group_channels;
     for (int l = 0; l < LANES; l++) r.perm_base[l] = cg < LANES ? l / cg * cg : 0;
     /* The GEMM's reading of an epilogue into in-register steps; only the activations apply here
@@ -360,7 +375,7 @@ af_status af_dw_blocked_run(const af_dw_blocked *b, const af_conv_geom *geo, con
 af_status af_dw_blocked_run_fill(const af_dw_blocked *b, const af_conv_geom *geo, af_dw_fill_fn fill, void *ctx,
                                  float *y, int64_t n, int64_t h, int64_t w, int64_t oh, int64_t ow, const float *bias,
                                  const af_epilogue *epi, af_threadpool *pool, void *scratch, size_t scratch_bytes) {
-    if (!fill || b->group_channels != 1) return AF_ERR_RUNTIME;
+    if (!fill || b->group_channels != 1 || b->max) return AF_ERR_RUNTIME;
     return run_blocked(b, geo, NULL, fill, ctx, y, oh * ow, n, h, w, oh, ow, bias, epi, pool, scratch, scratch_bytes);
 }
 

@@ -24,8 +24,10 @@
 typedef struct af_dw_blocked {
     int64_t channels, kh, kw;
     int64_t group_channels; /* input channels per group: 1 depthwise */
-    /* [channels / 16 rounded up][group_channels][kh * kw][16], zero past the last channel; owned */
+    /* [channels / 16 rounded up][group_channels][kh * kw][16], zero past the last channel; owned
+     * (NULL for a max) */
     float *weights;
+    bool max; /* a max over each window instead (MaxPool): padding is -inf, no weights, no bias */
 } af_dw_blocked;
 
 /* weights is [channels, kh * kw]. AF_ERR_OUT_OF_MEMORY or AF_OK. */
@@ -39,6 +41,9 @@ bool af_dw_blocked_groups_fit(int64_t channels, int64_t group_channels);
  * a group of 16 or 32 channels broadcasts each input channel to its 16-lane blocks. */
 af_status af_dw_blocked_prepare_grouped(const float *weights, int64_t channels, int64_t group_channels, int64_t kh,
                                         int64_t kw, af_dw_blocked *b);
+/* The window max of MaxPool on the same blocks (channels 16 to a vector), kh x kw windows. A
+ * channel's NaN taps are skipped, as in the plane kernels (pool_body.h). */
+void af_dw_blocked_prepare_max(int64_t channels, int64_t kh, int64_t kw, af_dw_blocked *b);
 void af_dw_blocked_release(af_dw_blocked *b);
 /* Bytes of b's regrouped weights. */
 size_t af_dw_blocked_weight_bytes(const af_dw_blocked *b);
