@@ -211,13 +211,15 @@ TARGET static inline __attribute__((always_inline)) void pixels(const int R, con
         const __m512i idx = MODE == MODE_PERM
                                 ? _mm512_add_epi32(_mm512_loadu_si512(r->perm_base), _mm512_set1_epi32((int)ch))
                                 : _mm512_setzero_si512();
-        const float *wc = wg + ch * taps * LANES;
+        /* A max has no weights (wg NULL): no tap reads them, and no pointer is made from NULL. */
+        const float *wc = MODE == MODE_MAX ? NULL : wg + ch * taps * LANES;
         if (KW) {
-            for (int64_t ky = 0; ky < kh; ky++, wc += KW * LANES) {
+            for (int64_t ky = 0; ky < kh; ky++) {
+                const float *wr = MODE == MODE_MAX ? NULL : wc + ky * KW * LANES;
                 const float *row = base + ky * dy;
                 __m512 w[KW ? KW : 1];
 #pragma GCC unroll 5
-                for (int kx = 0; kx < KW; kx++) w[kx] = MODE == MODE_MAX ? v_unused() : _mm512_loadu_ps(wc + kx * LANES);
+                for (int kx = 0; kx < KW; kx++) w[kx] = MODE == MODE_MAX ? v_unused() : _mm512_loadu_ps(wr + kx * LANES);
 #pragma GCC unroll 40
                 for (int j = 0; j < (R - 1) * SX + KW; j++) {
                     const __m512 v = lanes_in(MODE, row + j * cs, ch, idx);
@@ -231,8 +233,8 @@ TARGET static inline __attribute__((always_inline)) void pixels(const int R, con
             }
         } else {
             for (int64_t ky = 0; ky < kh; ky++)
-                for (int64_t kx = 0; kx < kw; kx++, wc += LANES) {
-                    const __m512 wv = MODE == MODE_MAX ? v_unused() : _mm512_loadu_ps(wc);
+                for (int64_t kx = 0; kx < kw; kx++) {
+                    const __m512 wv = MODE == MODE_MAX ? v_unused() : _mm512_loadu_ps(wc + (ky * kw + kx) * LANES);
                     const float *p = base + ky * dy + kx * dx;
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) acc[i] = tap(MODE, wv, lanes_in(MODE, p + i * sx, ch, idx), acc[i]);
