@@ -979,3 +979,60 @@ AF_TEST(gemm_threadpool_runs_each_task_once) {
     CHECK(af_threadpool_create(3, &pool) == AF_ERR_OUT_OF_MEMORY && !pool);
     af_alloc_fail_after(-1);
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+
+static atomic_uint daz_seen; /* bit 0: some task saw DAZ set; bit 1: some task ran */
+
+static void read_csr_task(void *ctx, int task, int thread) {
+    (void)ctx, (void)task, (void)thread;
+    atomic_fetch_or(&daz_seen, 2u | ((_mm_getcsr() & 0x0040u) ? 1u : 0u));
+}
+
+/* The GEMM reads denormal operands as zero (util/denormals.h: softmax probabilities near
+ * exp(-100) made the product with V ten times slower), which moves each sum by less than
+ * 2^-126 of the other factor; and it leaves every thread's MXCSR as it found it, so the ops
+ * around it still see denormals. Attention-like: A = probabilities with most entries ~1e-40. */
+AF_TEST(gemm_denormal_operands_read_as_zero_only_inside) {
+    enum { M = 49, N = 32, K = 49, BATCH = 6 };
+    float *a = af_malloc(sizeof(float) * BATCH * M * K), *b = af_malloc(sizeof(float) * BATCH * K * N),
+          *c = af_malloc(sizeof(float) * BATCH * M * N);
+    af_threadpool *pool = NULL;
+    CHECK(a && b && c && af_threadpool_create(2, &pool) == AF_OK);
+    if (!a || !b || !c || !pool) goto done;
+    for (int i = 0; i < BATCH * M * K; i++) a[i] = i % 7 == 0 ? 0.25f * (float)(i % 5) : 3e-40f * (float)(1 + i % 3);
+    for (int i = 0; i < BATCH * K * N; i++) b[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    const unsigned before = _mm_getcsr();
+    for (int isa = 0; isa < n_isas(); isa++) {
+        af_gemm_desc d = af_gemm_desc_default();
+        d.isa = (af_isa)isa;
+        d.M = M, d.N = N, d.K = K, d.batch = BATCH;
+        d.A = a, d.lda = K, d.stride_a = M * K;
+        d.B = b, d.ldb = N, d.stride_b = K * N;
+        d.C = c, d.ldc = N, d.stride_c = M * N;
+        CHECK(af_sgemm(&d, pool) == AF_OK);
+        CHECK_EQ_INT((int)_mm_getcsr(), (int)before);
+        int off = 0;
+        for (int t = 0; t < BATCH; t++)
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double want = 0;
+                    for (int k = 0; k < K; k++)
+                        want += (double)a[(t * M + i) * K + k] * (double)b[(t * K + k) * N + j];
+                    off += fabs((double)c[(t * M + i) * N + j] - want) > 1e-5 * (1 + fabs(want));
+                }
+        CHECK_EQ_INT(off, 0);
+    }
+    atomic_store(&daz_seen, 0u);
+    af_threadpool_run_affine(pool, 8, read_csr_task, NULL);
+    CHECK_EQ_INT((int)atomic_load(&daz_seen), 2); /* tasks ran, none with DAZ */
+    const volatile float tiny = 1e-40f;
+    CHECK(tiny * 1e30f > 0.0f); /* the caller still computes with denormals */
+done:
+    af_threadpool_free(pool);
+    af_free(a);
+    af_free(b);
+    af_free(c);
+}
+#endif

@@ -9,6 +9,7 @@
 
 #include "kernels/gemm/gemm_internal.h"
 #include "util/alloc.h"
+#include "util/denormals.h"
 
 struct af_gemm_packed {
     af_isa isa;
@@ -549,7 +550,7 @@ static void sweep_rows_outer(const block_ctx *x) {
     }
 }
 
-static void run_task(void *ctx, int task, int thread) {
+static void run_task_body(void *ctx, int task, int thread) {
     const gemm_run *r = ctx;
     const af_gemm_desc *d = r->d;
     const af_gemm_isa_cfg *cfg = r->cfg;
@@ -624,6 +625,12 @@ static void run_task(void *ctx, int task, int thread) {
     }
 }
 
+static void run_task(void *ctx, int task, int thread) {
+    const unsigned saved = af_denormals_as_zero_begin();
+    run_task_body(ctx, task, thread);
+    af_denormals_as_zero_end(saved);
+}
+
 /* ---- matrix-vector products ---------------------------------------------------------------- */
 
 /* N = 1 on a prepacked A (a squeeze-excite block's layers) or M = 1 on a prepacked B (a
@@ -648,7 +655,7 @@ static bool gemv_shape(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg) {
     return d->M == 1 && d->packed_b && !d->packed_a && (!d->trans_a || d->lda == 1);
 }
 
-static void gemv_task(void *ctx, int task, int thread) {
+static void gemv_task_body(void *ctx, int task, int thread) {
     (void)thread;
     const gemv_run *r = ctx;
     const af_gemm_desc *d = r->d;
@@ -676,6 +683,13 @@ static void gemv_task(void *ctx, int task, int thread) {
             else r->cfg->epilogue(d->epilogue, C + e0 * d->ldc, d->ldc, (int)n, 1, e0, 0, b);
         }
     }
+}
+
+/* The tasks read denormal operands as zero (util/denormals.h). */
+static void gemv_task(void *ctx, int task, int thread) {
+    const unsigned saved = af_denormals_as_zero_begin();
+    gemv_task_body(ctx, task, thread);
+    af_denormals_as_zero_end(saved);
 }
 
 static void run_gemv(const af_gemm_desc *d, const af_gemm_isa_cfg *cfg, af_threadpool *pool) {
