@@ -24,7 +24,16 @@ static inline unsigned af_denormals_as_zero_begin(void) {
 }
 
 static inline void af_denormals_as_zero_end(unsigned saved) { _mm_setcsr(saved); }
+
+/* DAZ, and results that would be denormal flushed to zero (FTZ): for a kernel whose tiny results
+ * only feed products (see the Softmax kernel). End with af_denormals_as_zero_end. */
+static inline unsigned af_denormals_flushed_begin(void) {
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x0040u | 0x8000u); /* DAZ, FTZ */
+    return saved;
+}
 #else
+static inline unsigned af_denormals_flushed_begin(void) { return 0; }
 static inline unsigned af_denormals_as_zero_begin(void) { return 0; }
 static inline void af_denormals_as_zero_end(unsigned saved) { (void)saved; }
 #endif

@@ -16,6 +16,8 @@
  *     float: about 1.5 * 2^-24 (|x s'| + |b'|), and |x s'| + |b'| < 18 here.
  */
 #include "fast_check.h"
+#include "ir/model.h"
+#include "onnx_build.h"
 
 static const int64_t lengths[] = {1, 7, 15, 16, 17, 31, 33, 1000, 100003};
 #define N_LENGTHS (int)(sizeof lengths / sizeof lengths[0])
@@ -326,4 +328,69 @@ AF_TEST(fast_norm_batchnorm_checks_channels) {
     af_tensor_free_data(&x);
     af_tensor_free_data(&y);
     fx_free(&f);
+}
+
+/* Softmax rows masked with -100 (Swin's shifted windows): exp(-100) and its neighbours are
+ * denormal. Where the probabilities only feed a product (Softmax -> Dropout -> MatMul) the kernel
+ * flushes them to zero, which spares an assist per value and moves the product by under 2^-126 of
+ * V; where anything else may read them (here a Log, which makes -92 of one and -inf of zero) they
+ * are kept. Runs the fast kernel of each graph's Softmax on the same scores at every ISA. */
+static int64_t softmax_denormals(const af_model *m, af_isa isa, int64_t *zeros) {
+    const af_graph *g = m->graph;
+    const af_node *sm = NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == AF_OP_SOFTMAX) sm = &g->nodes[i];
+    af_kernel k = {0};
+    af_error err = {0};
+    const af_kernel_request req = {.graph = g, .node = sm, .choice = {.isa = isa, .n_threads = 1}};
+    if (!sm || af_kernel_select(&req, &k, &err) != AF_OK || !k.run) return -1;
+    static float xs[2 * 49 * 49], ys[2 * 49 * 49];
+    for (int i = 0; i < 2 * 49 * 49; i++) /* every other column masked */
+        xs[i] = (float)((i * 29) % 31) / 10.0f - ((i % 49) % 2 ? 100.0f : 0.0f);
+    af_tensor x = {.dtype = AF_DTYPE_FLOAT, .rank = 3, .dims = {2, 49, 49}, .data = xs, .nbytes = sizeof xs};
+    af_tensor y = {.dtype = AF_DTYPE_FLOAT, .rank = 3, .dims = {2, 49, 49}, .data = ys, .nbytes = sizeof ys};
+    const af_tensor *ins[1] = {&x};
+    af_tensor *outs[1] = {&y};
+    af_op_ctx c = {.node = sm, .graph = g, .opset = g->opset, .n_inputs = 1, .inputs = ins, .n_outputs = 1,
+                   .outputs = outs, .err = &err};
+    const af_status st = k.run(&k, &c, NULL, NULL, NULL);
+    af_kernel_release(&k);
+    if (st != AF_OK) return -1;
+    int64_t denormal = 0;
+    *zeros = 0;
+    for (int i = 0; i < 2 * 49 * 49; i++) {
+        denormal += ys[i] != 0.0f && fabsf(ys[i]) < 0x1p-126f;
+        *zeros += ys[i] == 0.0f;
+    }
+    return denormal;
+}
+
+AF_TEST(fast_norm_softmax_flushes_denormals_only_before_products) {
+    static float v[49 * 8];
+    for (int i = 0; i < 49 * 8; i++) v[i] = (float)(i % 13) / 6.0f - 1.0f;
+    af_model *models[2] = {NULL, NULL};
+    for (int product = 0; product < 2; product++) {
+        ob_model *b = ob_new(13);
+        const char *p = ob_node1(b, "Softmax", ob_input(b, 3, (int64_t[]){2, 49, 49}));
+        ob_attr_i(b, "axis", -1);
+        if (product) ob_output(b, ob_node2(b, "MatMul", ob_node1(b, "Dropout", p), ob_const(b, 2, (int64_t[]){49, 8}, v)));
+        else ob_output(b, ob_node1(b, "Log", p));
+        af_error err = {0};
+        models[product] = ob_load(b, &err);
+        ob_free(b);
+        CHECK(models[product] != NULL);
+    }
+    af_isa isas[AF_ISA_COUNT];
+    const int n_isa = fx_isas(isas);
+    for (int i = 0; models[0] && models[1] && i < n_isa; i++) {
+        int64_t zeros_log = 0, zeros_product = 0;
+        const int64_t kept = softmax_denormals(models[0], isas[i], &zeros_log);
+        const int64_t flushed = softmax_denormals(models[1], isas[i], &zeros_product);
+        if (kept <= 0 || flushed != 0 || zeros_product != zeros_log + kept)
+            af_test_fail(__FILE__, __LINE__, "%s: before a Log %lld denormals, %lld zeros; before a MatMul %lld, %lld",
+                         af_isa_name(isas[i]), (long long)kept, (long long)zeros_log, (long long)flushed,
+                         (long long)zeros_product);
+    }
+    af_model_free(models[0]);
+    af_model_free(models[1]);
 }

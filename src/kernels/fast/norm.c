@@ -17,6 +17,7 @@
 #include "kernels/fast/vec_internal.h"
 #include "kernels/kernel.h"
 #include "util/alloc.h"
+#include "util/denormals.h"
 #include "util/error.h"
 
 #define NORM_CHUNK 16384        /* elements per task, at least one row */
@@ -35,6 +36,7 @@ typedef struct norm_state {
     float eps;           /* LayerNormalization, InstanceNormalization */
     int64_t channels;     /* BatchNormalization: C, and the folded parameters: */
     float *scale, *shift; /* scale / sqrt(var + eps) and B - mean * that, [C] each (one block) */
+    bool flush_tiny;      /* Softmax: results below 2^-126 are flushed to zero (feeds_products_only) */
 } norm_state;
 
 static void norm_free(void *p) {
@@ -98,7 +100,7 @@ static void logsoftmax_row(const af_vec_kernels *vk, int64_t n, const float *x, 
     vk->ew_binary(AF_EW_SUB, n, y, 1, &ls, 0, y);
 }
 
-static void norm_units(const norm_job *j, int64_t u0, int64_t u1) {
+static void norm_units_body(const norm_job *j, int64_t u0, int64_t u1) {
     const norm_state *s = j->s;
     if (j->axis_len > 0) { /* unit u: block u / chunks, columns (u % chunks) * unit on */
         const int64_t chunks = (j->inner + j->unit - 1) / j->unit;
@@ -143,6 +145,16 @@ static void norm_units(const norm_job *j, int64_t u0, int64_t u1) {
             s->vk->layernorm_row(j->unit, xr, yr, j->scale, j->bias, s->eps);
         }
     }
+}
+
+static void norm_units(const norm_job *j, int64_t u0, int64_t u1) {
+    if (!j->s->flush_tiny) {
+        norm_units_body(j, u0, u1);
+        return;
+    }
+    const unsigned saved = af_denormals_flushed_begin();
+    norm_units_body(j, u0, u1);
+    af_denormals_as_zero_end(saved);
 }
 
 static void norm_task(void *ctx, int task, int thread) {
@@ -280,6 +292,32 @@ static af_status bn_fold(const af_kernel_request *req, norm_state *s, bool *ok) 
     return AF_OK;
 }
 
+/* Whether every reader of value v is a matrix product (MatMul, Gemm, Einsum), directly or through
+ * Dropout, Identity or Reshape. A Softmax over scores masked with -100 (Swin's shifted windows)
+ * leaves many probabilities near exp(-100), denormal; each costs a microcode assist where the
+ * exponential makes it and where it is normalized (its rows ran 3-10x slower than unmasked
+ * ones). A product adds such a term as under 2^-126 of its other factor, so flushing them to zero
+ * moves nothing that matters there; any other reader (a Log would turn -92 into -inf) keeps them. */
+static bool feeds_products_only(const af_graph *g, int v, int depth) {
+    bool any = false;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == v) return false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const af_node *n = &g->nodes[i];
+        bool reads = false;
+        for (int k = 0; k < n->n_inputs; k++) reads = reads || n->inputs[k] == v;
+        if (!reads) continue;
+        any = true;
+        if (n->op == AF_OP_MAT_MUL || n->op == AF_OP_GEMM || n->op == AF_OP_EINSUM) continue;
+        const bool pass = n->op == AF_OP_DROPOUT || n->op == AF_OP_IDENTITY || n->op == AF_OP_RESHAPE;
+        if (!pass || depth >= 3 || n->inputs[0] != v || n->outputs[0] < 0) return false;
+        for (int k = 1; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) return false; /* Dropout's mask */
+        if (!feeds_products_only(g, n->outputs[0], depth + 1)) return false;
+    }
+    return any;
+}
+
 af_status af_fast_norm_prepare(const af_kernel_request *req, af_kernel *k, af_error *err) {
     const af_node *n = req->node;
     const af_graph *g = req->graph;
@@ -327,6 +365,7 @@ af_status af_fast_norm_prepare(const af_kernel_request *req, af_kernel *k, af_er
     s->vk = af_vec_kernels_for(req->choice.isa);
     s->op = n->op;
     s->eps = af_node_attr_float(n, "epsilon", 1e-5f);
+    s->flush_tiny = n->op == AF_OP_SOFTMAX && feeds_products_only(g, n->outputs[0], 0);
     if (n->op == AF_OP_BATCH_NORMALIZATION) {
         bool ok;
         if (bn_fold(req, s, &ok) != AF_OK) {
