@@ -231,9 +231,11 @@ af_status af_fast_pool_prepare(const af_kernel_request *req, af_kernel *k, af_er
         const af_tensor *ins[1] = {x};
         af_op_ctx c = {.node = n, .graph = req->graph, .opset = req->graph->opset, .n_inputs = 1, .inputs = ins};
         af_conv_geom geo;
-        if (af_conv_geom_init(&c, 2, NULL, &geo) == AF_OK)
+        if (af_conv_geom_init(&c, 2, NULL, &geo) == AF_OK &&
+            af_conv_geom_forward(&c, &geo, x->dims + 2, (int64_t[2]){0, 0}) == AF_OK)
             k->workspace_bytes = af_dw_blocked_scratch_bytes(&s->blocked, &geo, y->dims[3],
                                                              req->choice.n_threads > 0 ? req->choice.n_threads : 1);
+        k->weight_bytes = af_dw_blocked_weight_bytes(&s->blocked);
         k->name = max ? "f32_maxpool2d_blocked__avx512" : "f32_avgpool2d_blocked__avx512";
     }
     k->run = pool_run;
