@@ -414,6 +414,7 @@ ARCHS = {
     "squeezenet_small": "torchvision squeezenet1_1, 100 classes, 1x3x112x112 (Concat of fire modules)",
     "shufflenet_small": "torchvision shufflenet_v2_x0_5, 100 classes, 1x3x112x112 (channel split and shuffle)",
     "vit_tiny": "torchvision VisionTransformer, 32x32 image, patch 8, 2 layers, 2 heads, hidden 64, MLP 128, 10 classes",
+    "swin_tiny": "torchvision SwinTransformer, 32x32 image, patch 4, embed 32, depths [2, 2], heads [2, 4], window 4, 10 classes",
     "bert_tiny": "BERT (2L, H128, 2 heads, FF512, vocab 1000), seq 32",
     "loop_refine": "scripted loop h = relu(h W + b) + h, run-time trip count, dim 64, 2x8x64",
     "lstm_small": "2-layer bidirectional LSTM (input 16, hidden 32, batch first) + linear head, 2x12x16",
@@ -501,6 +502,26 @@ def build(arch, seed):
             with torch.no_grad():  # the head starts at zero: its output would be its bias alone
                 model.heads.head.weight.normal_(0.0, 0.02)
                 model.heads.head.bias.uniform_(-0.1, 0.1)
+            model.eval()
+            spec = _cnn_spec(shape)
+        elif arch == "swin_tiny":
+            # 8x8 tokens in 4x4 windows: stage 1 has four windows, its second block shifted (the
+            # -100 mask); stage 2 one window of 4x4, which torchvision leaves unshifted.
+            shape = (1, 3, 32, 32)
+            model = torchvision.models.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2],
+                                                       num_heads=[2, 4], window_size=[4, 4],
+                                                       stochastic_depth_prob=0.0, num_classes=10)
+            with torch.no_grad():
+                # torchvision's init (std 0.02) leaves every attention row near uniform, where the
+                # windows' mask and the position bias hardly show in the output: scale the linear
+                # layers to unit gain and the bias table to std 1.
+                for mod in model.modules():
+                    if isinstance(mod, nn.Linear):
+                        mod.weight.normal_(0.0, mod.in_features ** -0.5)
+                        if mod.bias is not None:
+                            mod.bias.uniform_(-0.1, 0.1)
+                    if hasattr(mod, "relative_position_bias_table"):
+                        mod.relative_position_bias_table.normal_(0.0, 1.0)
             model.eval()
             spec = _cnn_spec(shape)
         elif arch == "shufflenet_small":
@@ -594,7 +615,7 @@ def export(arch, out_dir, opset, seed, dynamic, keep_bn=False, data_dims=None, d
     t1 = time.time()
     # Under no_grad, torch 1.13's nn.MultiheadAttention (torchvision's ViT) takes its fused fast
     # path, which does not export; with autograd on it runs the plain ops.
-    grad = contextlib.nullcontext() if arch.startswith("tv:") or arch == "vit_tiny" else torch.no_grad()
+    grad = contextlib.nullcontext() if arch.startswith("tv:") or arch in ("vit_tiny", "swin_tiny") else torch.no_grad()
     with grad, warnings.catch_warnings():
         # PRESERVE + constant folding warns about training-mode exports; the
         # model is in eval() so folding cannot change any parameter here.

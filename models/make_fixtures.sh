@@ -48,6 +48,7 @@ SMALL=(
   "mobilenet_v3_small_dynamic|--model mobilenet_v3_small --dynamic-batch --data-dim batch=2|"
   "vit_tiny|--model vit_tiny|"
   "vit_tiny_dynamic|--model vit_tiny --dynamic-batch --data-dim batch=2|"
+  "swin_tiny|--model swin_tiny|"
   "bert_tiny|--model bert_tiny|"
   "bert_tiny_op11|--model bert_tiny --opset 11|"
   "bert_tiny_dynamic|--model bert_tiny --dynamic-batch --data-dim batch=1 --data-dim sequence=16|"

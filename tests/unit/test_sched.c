@@ -259,6 +259,61 @@ AF_TEST(sched_fused_attention_matches_unfused_on_vit) {
     af_model_free(m);
 }
 
+/* Swin's window attention as torchvision exports it (swin_tiny: four windows in stage 1, whose
+ * second block is shifted and masked; one window in stage 2): the built-in rule's four candidates
+ * become fused attention steps that run the packed projection's GEMM and the attention kernel per
+ * image's windows with the position bias and the mask added up once; the model's output matches
+ * the unfused plan's (and ONNX Runtime's, in the conformance suite, which fails without either
+ * the bias or the mask). */
+AF_TEST(sched_fused_window_attention_matches_unfused_on_swin) {
+    char dir[1024], path[1100];
+    snprintf(dir, sizeof dir, "%s/models/swin_tiny", af_test_dir());
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    af_model *m = NULL;
+    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
+    if (!m) return;
+    const af_graph *g = m->graph;
+    af_fusion_config cfg;
+    af_fusion_config_default(&cfg);
+    af_fusion_candidates all = {0}, cs = {0};
+    CHECK(af_pattern_find(g, NULL, &cfg, &all, NULL) == AF_OK);
+    int masked = 0;
+    for (int i = 0; i < all.n; i++) {
+        if (strcmp(all.items[i].rule, "swin_window_attention")) continue;
+        af_fusion_candidate c = all.items[i];
+        c.accepted = true;
+        masked += c.n_nodes >= 19; /* the shifted block's Reshape, mask Add, Reshape */
+        CHECK(af_fusion_candidates_push(&cs, &c, NULL) == AF_OK);
+    }
+    CHECK_EQ_INT(cs.n, 4);
+    CHECK_EQ_INT(masked, 1);
+    af_sched_options o = {.kernels = {.isa = af_cpu_isa(), .n_threads = 2}, .fusion_level = 3};
+    af_exec_plan fused, plain;
+    CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
+    CHECK(af_exec_plan_unfused(g, &o.kernels, false, NULL, &plain, NULL) == AF_OK);
+    for (int k = 0; k < cs.n; k++) {
+        CHECK(cs.items[k].accepted);
+        if (!cs.items[k].accepted) printf("  swin_tiny: %s\n", cs.items[k].reason);
+    }
+    int attention_steps = 0;
+    for (int k = 0; k < fused.n_steps; k++)
+        attention_steps += fused.steps[k].kernel.name && strstr(fused.steps[k].kernel.name, "attention") != NULL;
+    CHECK_EQ_INT(attention_steps, 4);
+    af_tensor a = {0}, b = {0};
+    CHECK(run_plan(g, &fused, dir, &a) == AF_OK);
+    CHECK(run_plan(g, &plain, dir, &b) == AF_OK);
+    CHECK(af_tensor_same_shape(&a, &b));
+    CHECK_EQ_INT(af_test_count_beyond(&a, &b, 1e-4, 1e-5), 0);
+    printf("  swin_tiny: %d attention steps, %d steps instead of %d\n", attention_steps, fused.n_steps, plain.n_steps);
+    af_tensor_free_data(&a);
+    af_tensor_free_data(&b);
+    af_exec_plan_free(&fused);
+    af_exec_plan_free(&plain);
+    af_fusion_candidates_free(&cs);
+    af_fusion_candidates_free(&all);
+    af_model_free(m);
+}
+
 /* A run-time head split proves the layout only in its exported form: with the Concat's first
  * piece taken from dim 1 of the projection instead of dim 0 (a [S,S,H,D] target, which torch
  * never writes but a graph may), the dynamic blocks are refused. */

@@ -39,6 +39,10 @@ typedef struct attention_state {
     int64_t qkv_k;
     int64_t qkv_off[3];    /* where Q, K and V start in a row of the GEMM's output */
     bool seq_first;        /* X is [S, B, K] (nn.MultiheadAttention), not [B, S, K] */
+    /* Window attention (Swin): the relative position bias plus the shifted windows' mask, added
+     * to the scores, [windows][H][S][S] (NULL: none); the batch runs `windows` at a time. */
+    float *bias;
+    int64_t windows;
 } attention_state;
 
 static void attention_free(void *p) {
@@ -46,6 +50,7 @@ static void attention_free(void *p) {
     if (!s) return;
     af_gemm_packed_free(s->qkv_w);
     af_free(s->qkv_b);
+    af_free(s->bias);
     af_free(s);
 }
 
@@ -329,7 +334,29 @@ static af_status attention_run(const af_kernel *k, af_op_ctx *c, const af_epilog
     }
     d.workspace = ws;
     d.workspace_size = ws_size;
-    af_status st = af_attention_run(&d, pool);
+    af_status st = AF_OK;
+    if (s->bias) { /* each image's windows with the [windows, H, S, S] bias */
+        if (d.batch % s->windows != 0) {
+            af_free_aligned(own);
+            return af_ctx_fail(c, AF_ERR_RUNTIME, "attention batch %lld is not a whole number of %lld windows",
+                               (long long)d.batch, (long long)s->windows);
+        }
+        af_attention_desc w = d;
+        w.batch = s->windows;
+        w.mask = s->bias;
+        w.mask_row_stride = d.seq_k;
+        w.mask_head_stride = d.seq_q * d.seq_k;
+        w.mask_batch_stride = s->windows > 1 ? s->heads * d.seq_q * d.seq_k : 0;
+        for (int64_t i = 0; i < d.batch / s->windows && st == AF_OK; i++) {
+            w.q = d.q + i * s->windows * d.q_batch_stride;
+            w.k = d.k + i * s->windows * d.k_batch_stride;
+            w.v = d.v + i * s->windows * d.v_batch_stride;
+            w.out = d.out + i * s->windows * d.out_batch_stride;
+            st = af_attention_run(&w, pool);
+        }
+    } else {
+        st = af_attention_run(&d, pool);
+    }
     af_free_aligned(own);
     return st == AF_OK ? AF_OK : af_ctx_fail(c, st, "fused attention failed");
 }
@@ -469,6 +496,177 @@ static bool build_mha(const af_graph *g, const af_fusion_candidate *c, const af_
     return true;
 }
 
+/* The group's node producing v when it is op `op` (any op: AF_OP_COUNT); else NULL. */
+static const af_node *made_by(const af_graph *g, const af_fusion_candidate *c, int v, af_op op) {
+    const af_node *n = af_group_producer(g, c, v);
+    return n && (op == AF_OP_COUNT || n->op == op) ? n : NULL;
+}
+
+static bool perm_n_is(const af_node *t, int n, const int64_t *want) {
+    const int64_t *p;
+    if (!t || t->op != AF_OP_TRANSPOSE || af_node_attr_ints(t, "perm", &p) != n) return false;
+    for (int i = 0; i < n; i++)
+        if (p[i] != want[i]) return false;
+    return true;
+}
+
+/* Swin's window attention (see the rule swin_window_attention), read from the group. */
+typedef struct window_form {
+    inner_proj p;                /* X [B nW, S, C] by W [C, 3C] + b */
+    int64_t heads, head_dim, seq, windows;
+    float scale;
+    const float *rel;            /* [H, S, S] */
+    const float *mask;           /* [nW, S, S] for shifted windows, else NULL */
+    int n_nodes;                 /* the form's nodes */
+} window_form;
+
+/* Gather `index` along axis 0 of the heads Transpose's output; its source in *heads_out. */
+static bool take(const af_graph *g, const af_fusion_candidate *c, int v, int64_t index, int *heads_out) {
+    const af_node *n = made_by(g, c, v, AF_OP_GATHER);
+    if (!n || n->n_inputs != 2 || af_node_attr_int(n, "axis", 0) != 0 || const_i64(g, n->inputs[1]) != index) return false;
+    const af_value *iv = af_graph_const_value(g, n->inputs[1]);
+    if (!iv || iv->t.rank != 0) return false; /* a scalar index drops the axis */
+    *heads_out = n->inputs[0];
+    return true;
+}
+
+/* Softmax sm's input back to Q.K^T, then Q, K and V to the packed projection (torchvision's
+ * shifted_window_attention): qkv = X W + b, Reshape [B nW, S, 3, H, D], Transpose (2, 0, 3, 1, 4),
+ * q, k, v = Gather 0, 1, 2; Q.K^T of Q scaled and K transposed (0, 1, 3, 2); + the relative
+ * position bias [1, H, S, S]; for shifted windows Reshape [B, nW, H, S, S], + the mask
+ * [1, nW, 1, S, S], Reshape back; Softmax; optionally Dropout; .V; Transpose (0, 2, 1, 3) and
+ * optionally the Reshape to [B nW, S, C]. */
+static bool window_attention(const af_graph *g, const af_fusion_candidate *c, const af_node *sm, window_form *f) {
+    static const int64_t split_heads[5] = {2, 0, 3, 1, 4}, keys_t[4] = {0, 1, 3, 2}, merge_perm[4] = {0, 2, 1, 3};
+    memset(f, 0, sizeof *f);
+    int v = sm->inputs[0], n = 1;
+    const af_node *by_head = made_by(g, c, v, AF_OP_RESHAPE), *win_mask = NULL, *by_window = NULL;
+    int mask_in = -1; /* the mask's input slot of win_mask */
+    if (by_head) {
+        win_mask = made_by(g, c, by_head->inputs[0], AF_OP_ADD);
+        if (!win_mask || win_mask->n_inputs != 2) return false;
+        mask_in = af_group_producer(g, c, win_mask->inputs[0]) ? 1 : 0;
+        by_window = made_by(g, c, win_mask->inputs[1 - mask_in], AF_OP_RESHAPE);
+        if (!by_window || af_group_producer(g, c, win_mask->inputs[mask_in])) return false;
+        v = by_window->inputs[0];
+        n += 3;
+    }
+    const af_node *rel = made_by(g, c, v, AF_OP_ADD);
+    if (!rel || rel->n_inputs != 2) return false;
+    const int rs = af_group_producer(g, c, rel->inputs[0]) ? 0 : 1; /* the scores' side */
+    const af_node *qk = made_by(g, c, rel->inputs[rs], AF_OP_MAT_MUL);
+    const af_node *qs = qk ? made_by(g, c, qk->inputs[0], AF_OP_COUNT) : NULL;
+    const af_node *kt = qk ? made_by(g, c, qk->inputs[1], AF_OP_TRANSPOSE) : NULL;
+    if (!qk || !qs || (qs->op != AF_OP_MUL && qs->op != AF_OP_DIV) || !scalar_const(g, qs->inputs[1]) ||
+        !perm_n_is(kt, 4, keys_t))
+        return false;
+    const float k = *scalar_const(g, qs->inputs[1]);
+    f->scale = qs->op == AF_OP_DIV ? 1.0f / k : k;
+    /* P.V, through an optional Dropout (the identity at inference, its mask unread). */
+    const af_node *pv = af_group_consumer(g, c, sm->outputs[0]), *drop = NULL;
+    if (pv && pv->op == AF_OP_DROPOUT) {
+        drop = pv;
+        for (int i = 1; i < drop->n_outputs; i++)
+            if (drop->outputs[i] >= 0) return false;
+        pv = af_group_consumer(g, c, drop->outputs[0]);
+    }
+    if (!pv || pv->op != AF_OP_MAT_MUL || pv->inputs[0] != (drop ? drop->outputs[0] : sm->outputs[0])) return false;
+    int hq = -1, hk = -1, hv = -1;
+    if (!take(g, c, qs->inputs[0], 0, &hq) || !take(g, c, kt->inputs[0], 1, &hk) || !take(g, c, pv->inputs[1], 2, &hv) ||
+        hk != hq || hv != hq)
+        return false;
+    const af_node *heads = made_by(g, c, hq, AF_OP_TRANSPOSE);
+    const af_node *split = heads && perm_n_is(heads, 5, split_heads) ? made_by(g, c, heads->inputs[0], AF_OP_RESHAPE)
+                                                                      : NULL;
+    if (!split || !inner_projection(g, c, split->inputs[0], &f->p)) return false;
+    /* Static shapes: X [B nW, S, C], the split [B nW, S, 3, H, D] with H D = C, W [C, 3C]. */
+    const af_tensor *xt = &g->values[f->p.x].t, *st = &g->values[split->outputs[0]].t;
+    if (!af_tensor_shape_known(xt) || !af_tensor_shape_known(st) || st->rank != 5 || st->dims[0] != xt->dims[0] ||
+        st->dims[1] != xt->dims[1] || st->dims[2] != 3 || st->dims[3] * st->dims[4] != f->p.k || f->p.n != 3 * f->p.k ||
+        st->dims[3] < 1 || st->dims[4] < 1 || xt->dims[1] < 1)
+        return false;
+    f->heads = st->dims[3];
+    f->head_dim = st->dims[4];
+    f->seq = xt->dims[1];
+    const int64_t H = f->heads, S = f->seq, bw = xt->dims[0];
+    /* The bias [1, H, S, S] (or [H, S, S]) on the scores [B nW, H, S, S]. */
+    const af_tensor *scores = &g->values[qk->outputs[0]].t, *rt = &g->values[rel->inputs[1 - rs]].t;
+    const int64_t want_scores[4] = {bw, H, S, S};
+    if (scores->rank != 4 || memcmp(scores->dims, want_scores, sizeof want_scores) != 0 || rt->rank < 3 ||
+        rt->dims[rt->rank - 3] != H || !(f->rel = af_sched_const_floats(g, rel->inputs[1 - rs], H * S * S)))
+        return false;
+    f->windows = 1;
+    if (by_head) { /* [B, nW, H, S, S] + the mask [1, nW, 1, S, S] (or [nW, 1, S, S]), back to [B nW, H, S, S] */
+        const af_tensor *wt = &g->values[by_window->outputs[0]].t, *mt = &g->values[win_mask->inputs[mask_in]].t;
+        const af_tensor *ht = &g->values[by_head->outputs[0]].t;
+        if (wt->rank != 5 || !af_tensor_shape_known(wt) || wt->dims[2] != H || wt->dims[3] != S || wt->dims[4] != S ||
+            wt->dims[1] < 1 || wt->dims[0] * wt->dims[1] != bw || ht->rank != 4 ||
+            memcmp(ht->dims, want_scores, sizeof want_scores) != 0 || mt->rank < 4 || mt->rank > 5 ||
+            mt->dims[mt->rank - 4] != wt->dims[1] || mt->dims[mt->rank - 3] != 1 || (mt->rank == 5 && mt->dims[0] != 1))
+            return false;
+        f->windows = wt->dims[1];
+        if (!(f->mask = af_sched_const_floats(g, win_mask->inputs[mask_in], f->windows * S * S))) return false;
+    }
+    /* ctx [B nW, H, S, D] -> Transpose (0, 2, 1, 3) [-> Reshape [B nW, S, C]]: the group's output. */
+    const af_node *t = af_group_consumer(g, c, pv->outputs[0]);
+    const af_node *r = perm_n_is(t, 4, merge_perm) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
+    if (!perm_n_is(t, 4, merge_perm) ||
+        !(r ? r->op == AF_OP_RESHAPE && r->outputs[0] == c->output : t->outputs[0] == c->output))
+        return false;
+    const af_tensor *yt = &g->values[c->output].t;
+    if (!af_tensor_shape_known(yt) || af_tensor_numel(yt) != bw * S * f->p.k) return false;
+    /* X W, + b, split, heads, 3 Gathers, scale, K^T, Q.K^T, + bias, Softmax, P.V, merge. */
+    f->n_nodes = 14 + n - 1 + (drop != NULL) + (r != NULL);
+    return true;
+}
+
+/* The fused step of Swin's window attention (window_attention): the packed projection's GEMM
+ * into the scratch, then the attention kernel over each image's windows, with the bias and mask
+ * added up once here. */
+static bool build_window(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
+                         const af_node *sm, const window_form *f, char *why, size_t why_size) {
+    if (c->n_nodes != f->n_nodes) return refuse(why, why_size, "the group holds nodes besides the window attention");
+    const int64_t H = f->heads, S = f->seq, C = f->p.k, bw = g->values[f->p.x].t.dims[0];
+    attention_state *st = af_calloc(1, sizeof *st);
+    if (!st) return refuse(why, why_size, "out of memory");
+    *st = (attention_state){.isa = o->kernels.isa, .heads = H, .head_dim = f->head_dim, .scale = f->scale,
+                            .n_threads = o->kernels.n_threads, .qkv_k = C, .qkv_off = {0, C, 2 * C},
+                            .windows = f->windows};
+    st->qkv_b = af_malloc((size_t)f->p.n * sizeof *st->qkv_b);
+    st->bias = af_malloc((size_t)(f->windows * H * S * S) * sizeof *st->bias);
+    const int ins[1] = {f->p.x};
+    af_node *kn = NULL;
+    if (!st->qkv_b || !st->bias ||
+        af_gemm_pack_b_for_rows(o->kernels.isa, bw * S, 1, C, f->p.n, f->p.wd, f->p.n, false, 0, &st->qkv_w) !=
+            AF_OK ||
+        !(kn = af_sched_kernel_node(sm, "Softmax", ins, 1, c->output))) {
+        attention_free(st);
+        return refuse(why, why_size, "out of memory packing the projection");
+    }
+    memcpy(st->qkv_b, f->p.bd, (size_t)f->p.n * sizeof *st->qkv_b);
+    /* The graph adds the bias, then the mask: scores + (bias + mask) differs from that by a
+     * rounding of the sum, and only where the mask is not zero (-100 in torchvision's). */
+    for (int64_t w = 0; w < f->windows; w++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t ij = 0; ij < S * S; ij++)
+                st->bias[(w * H + h) * S * S + ij] = f->rel[h * S * S + ij] + (f->mask ? f->mask[w * S * S + ij] : 0.0f);
+    s->kernel_node = kn;
+    af_attention_desc d = af_attention_desc_packed(f->windows, S, S, H, f->head_dim);
+    d.isa = o->kernels.isa;
+    qkv_layout(st, &d);
+    const int n_threads = o->kernels.n_threads > 0 ? o->kernels.n_threads : 1;
+    s->kernel = (af_kernel){.name = af_attention_qkv_name(&d),
+                            .state = st,
+                            .run = attention_run,
+                            .free_state = attention_free,
+                            .workspace_bytes = qkv_scratch(st, &d, bw * S, n_threads),
+                            .weight_bytes = af_gemm_packed_bytes(st->qkv_w) + (size_t)f->p.n * sizeof(float) +
+                                            (size_t)(f->windows * H * S * S) * sizeof(float)};
+    af_step_hold(s, f->p.w);
+    af_step_hold(s, f->p.b);
+    return true;
+}
+
 bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                               char *why, size_t why_size) {
     static const int64_t to_heads[4] = {0, 2, 1, 3}, to_heads_t[4] = {0, 2, 3, 1};
@@ -478,6 +676,8 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
         snprintf(why, why_size, "the anchor is not a Softmax over the last axis");
         return false;
     }
+    window_form wf;
+    if (window_attention(g, c, sm, &wf)) return build_window(g, c, o, s, sm, &wf, why, why_size);
     /* Softmax <- [Add mask] <- Div/Mul scale <- MatMul(q, kT), in either order of mask and scale. */
     float scale = 1.0f;
     int mask = -1, v = sm->inputs[0], n_scale = 0;

@@ -9,6 +9,7 @@
 
 #include "kernels/fast/attention_internal.h"
 #include "util/alloc.h"
+#include "util/denormals.h"
 
 #define SCALAR_TILE 16 /* query rows per scalar task */
 #define SCALAR_RB 4     /* query rows x keys per scalar register block */
@@ -222,7 +223,12 @@ static void run_task(void *ctx, int task, int thread) {
     const int64_t i0 = t * r->plan.tile;
     float *ws = af_threadpool_scratch_or(r->pool, thread, (size_t)r->plan.ws_floats * sizeof(float),
                                          r->ws + (int64_t)thread * r->plan.ws_floats);
+    /* Denormals flushed (util/denormals.h): a mask of -100 (Swin's shifted windows) leaves
+     * probabilities near exp(-100), and each costs an assist where exp makes it and again in
+     * P.V; they weigh under 2^-126 of a value there, and no one else reads them. */
+    const unsigned saved = af_denormals_flushed_begin();
     r->tile(d, &r->plan, bh / d->heads, bh % d->heads, i0, min64(r->plan.tile, d->seq_q - i0), ws);
+    af_denormals_as_zero_end(saved);
 }
 
 af_status af_attention_run(const af_attention_desc *d, af_threadpool *pool) {
