@@ -56,10 +56,11 @@ static void attention_free(void *p) {
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-static bool perm_is(const af_node *t, const int64_t *want) {
+/* Whether t is a Transpose of rank n with permutation want. */
+static bool perm_is(const af_node *t, int n, const int64_t *want) {
     const int64_t *p;
-    if (!t || t->op != AF_OP_TRANSPOSE || af_node_attr_ints(t, "perm", &p) != 4) return false;
-    for (int i = 0; i < 4; i++)
+    if (!t || t->op != AF_OP_TRANSPOSE || af_node_attr_ints(t, "perm", &p) != n) return false;
+    for (int i = 0; i < n; i++)
         if (p[i] != want[i]) return false;
     return true;
 }
@@ -140,7 +141,7 @@ static bool runtime_head_split(const af_graph *g, const af_node *r, int64_t *hea
 static int projection(const af_graph *g, const af_fusion_candidate *c, int v, const int64_t *perm, int64_t *heads,
                       int64_t *head_dim) {
     const af_node *t = af_group_producer(g, c, v);
-    if (!perm_is(t, perm)) return -1;
+    if (!perm_is(t, 4, perm)) return -1;
     const af_node *r = af_group_producer(g, c, t->inputs[0]);
     if (!r || r->op != AF_OP_RESHAPE || r->inputs[0] < 0) return -1;
     const af_tensor *rs = &g->values[r->outputs[0]].t, *src = &g->values[r->inputs[0]].t;
@@ -367,12 +368,6 @@ static bool refuse(char *why, size_t why_size, const char *reason) {
     return false;
 }
 
-static bool perm3_is(const af_node *t, const int64_t *want) {
-    const int64_t *p;
-    if (!t || t->op != AF_OP_TRANSPOSE || af_node_attr_ints(t, "perm", &p) != 3) return false;
-    return p[0] == want[0] && p[1] == want[1] && p[2] == want[2];
-}
-
 /* nn.MultiheadAttention's form (see the top of this file), read from the group. */
 typedef struct mha_form {
     inner_proj p;         /* X [S, B, E] by W [E, 3E] + b */
@@ -387,7 +382,7 @@ typedef struct mha_form {
 static bool mha_head(const af_graph *g, const af_fusion_candidate *c, int v, const int64_t *perm, int *proj,
                      int64_t *off, int64_t *heads, int64_t *head_dim) {
     const af_node *t = af_group_producer(g, c, v);
-    if (!perm3_is(t, perm)) return false;
+    if (!perm_is(t, 3, perm)) return false;
     const af_node *r = af_group_producer(g, c, t->inputs[0]);
     const af_node *sl = r && r->op == AF_OP_RESHAPE ? af_group_producer(g, c, r->inputs[0]) : NULL;
     if (!sl || sl->op != AF_OP_SLICE || sl->n_inputs < 3 || sl->n_inputs > 5 || sl->inputs[0] < 0) return false;
@@ -446,8 +441,8 @@ static bool build_mha(const af_graph *g, const af_fusion_candidate *c, const af_
                       const af_node *sm, const af_node *pv, const mha_form *f, char *why, size_t why_size) {
     static const int64_t to_tokens[3] = {1, 0, 2};
     const af_node *t = af_group_consumer(g, c, pv->outputs[0]);
-    const af_node *r = perm3_is(t, to_tokens) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
-    const bool ends = perm3_is(t, to_tokens) && (r ? r->op == AF_OP_RESHAPE && r->outputs[0] == c->output
+    const af_node *r = perm_is(t, 3, to_tokens) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
+    const bool ends = perm_is(t, 3, to_tokens) && (r ? r->op == AF_OP_RESHAPE && r->outputs[0] == c->output
                                                    : t->outputs[0] == c->output);
     const af_tensor *xt = &g->values[f->p.x].t, *yt = &g->values[c->output].t;
     /* B may be symbolic: the kernel takes it from its input per run; plans (the packed projection's
@@ -502,14 +497,6 @@ static const af_node *made_by(const af_graph *g, const af_fusion_candidate *c, i
     return n && (op == AF_OP_COUNT || n->op == op) ? n : NULL;
 }
 
-static bool perm_n_is(const af_node *t, int n, const int64_t *want) {
-    const int64_t *p;
-    if (!t || t->op != AF_OP_TRANSPOSE || af_node_attr_ints(t, "perm", &p) != n) return false;
-    for (int i = 0; i < n; i++)
-        if (p[i] != want[i]) return false;
-    return true;
-}
-
 /* Swin's window attention (see the rule swin_window_attention), read from the group. */
 typedef struct window_form {
     inner_proj p;                /* X [B nW, S, C] by W [C, 3C] + b */
@@ -558,7 +545,7 @@ static bool window_attention(const af_graph *g, const af_fusion_candidate *c, co
     const af_node *qs = qk ? made_by(g, c, qk->inputs[0], AF_OP_COUNT) : NULL;
     const af_node *kt = qk ? made_by(g, c, qk->inputs[1], AF_OP_TRANSPOSE) : NULL;
     if (!qk || !qs || (qs->op != AF_OP_MUL && qs->op != AF_OP_DIV) || !scalar_const(g, qs->inputs[1]) ||
-        !perm_n_is(kt, 4, keys_t))
+        !perm_is(kt, 4, keys_t))
         return false;
     const float k = *scalar_const(g, qs->inputs[1]);
     f->scale = qs->op == AF_OP_DIV ? 1.0f / k : k;
@@ -576,7 +563,7 @@ static bool window_attention(const af_graph *g, const af_fusion_candidate *c, co
         hk != hq || hv != hq)
         return false;
     const af_node *heads = made_by(g, c, hq, AF_OP_TRANSPOSE);
-    const af_node *split = heads && perm_n_is(heads, 5, split_heads) ? made_by(g, c, heads->inputs[0], AF_OP_RESHAPE)
+    const af_node *split = heads && perm_is(heads, 5, split_heads) ? made_by(g, c, heads->inputs[0], AF_OP_RESHAPE)
                                                                       : NULL;
     if (!split || !inner_projection(g, c, split->inputs[0], &f->p)) return false;
     /* Static shapes: X [B nW, S, C], the split [B nW, S, 3, H, D] with H D = C, W [C, 3C]. */
@@ -609,8 +596,8 @@ static bool window_attention(const af_graph *g, const af_fusion_candidate *c, co
     }
     /* ctx [B nW, H, S, D] -> Transpose (0, 2, 1, 3) [-> Reshape [B nW, S, C]]: the group's output. */
     const af_node *t = af_group_consumer(g, c, pv->outputs[0]);
-    const af_node *r = perm_n_is(t, 4, merge_perm) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
-    if (!perm_n_is(t, 4, merge_perm) ||
+    const af_node *r = perm_is(t, 4, merge_perm) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
+    if (!perm_is(t, 4, merge_perm) ||
         !(r ? r->op == AF_OP_RESHAPE && r->outputs[0] == c->output : t->outputs[0] == c->output))
         return false;
     const af_tensor *yt = &g->values[c->output].t;
@@ -716,8 +703,8 @@ bool af_sched_build_attention(const af_graph *g, const af_fusion_candidate *c, c
     /* The block ends at the merging Transpose or at the Reshape after it: either way the output
      * holds [B,S,H,D] in the [B,S,H*D] layout the kernel writes. */
     const af_node *t = pv ? af_group_consumer(g, c, pv->outputs[0]) : NULL;
-    const af_node *r = perm_is(t, to_heads) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
-    const bool ends = perm_is(t, to_heads) && (r ? r->op == AF_OP_RESHAPE && r->outputs[0] == c->output
+    const af_node *r = perm_is(t, 4, to_heads) ? af_group_consumer(g, c, t->outputs[0]) : NULL;
+    const bool ends = perm_is(t, 4, to_heads) && (r ? r->op == AF_OP_RESHAPE && r->outputs[0] == c->output
                                                    : t->outputs[0] == c->output);
     if (qv < 0 || kv < 0 || vv < 0 || !ends ||
         hq != hk || hq != hv || dq != dk || dq != dv || hq <= 0 || dq <= 0) {
