@@ -210,12 +210,12 @@ AF_TEST(sched_fused_attention_matches_unfused_on_bert) {
     }
 }
 
-/* nn.MultiheadAttention as torchvision's ViT exports it (vit_tiny): the built-in rule's candidates,
- * one per layer, become fused attention steps that run the packed input projection's GEMM and the
- * attention kernel on its [S, B, 3E] rows; the model's output matches the unfused plan's. */
-AF_TEST(sched_fused_attention_matches_unfused_on_vit) {
+/* The candidates of `rule` on fixture `name`, accepted: `want` of them (`want_long` with at least
+ * `long_nodes` nodes), each an attention step of the fused plan, whose model output matches the
+ * unfused plan's. */
+static void rule_steps_match_unfused(const char *name, const char *rule, int want, int long_nodes, int want_long) {
     char dir[1024], path[1100];
-    snprintf(dir, sizeof dir, "%s/models/vit_tiny", af_test_dir());
+    snprintf(dir, sizeof dir, "%s/models/%s", af_test_dir(), name);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     af_model *m = NULL;
     CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
@@ -225,31 +225,34 @@ AF_TEST(sched_fused_attention_matches_unfused_on_vit) {
     af_fusion_config_default(&cfg);
     af_fusion_candidates all = {0}, cs = {0};
     CHECK(af_pattern_find(g, NULL, &cfg, &all, NULL) == AF_OK);
+    int n_long = 0;
     for (int i = 0; i < all.n; i++) {
-        if (strcmp(all.items[i].rule, "mha_packed_self_attention")) continue;
+        if (strcmp(all.items[i].rule, rule)) continue;
         af_fusion_candidate c = all.items[i];
         c.accepted = true;
+        n_long += c.n_nodes >= long_nodes;
         CHECK(af_fusion_candidates_push(&cs, &c, NULL) == AF_OK);
     }
-    CHECK_EQ_INT(cs.n, 2); /* two layers */
+    CHECK_EQ_INT(cs.n, want);
+    CHECK_EQ_INT(n_long, want_long);
     af_sched_options o = {.kernels = {.isa = af_cpu_isa(), .n_threads = 2}, .fusion_level = 3};
     af_exec_plan fused, plain;
     CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
     CHECK(af_exec_plan_unfused(g, &o.kernels, false, NULL, &plain, NULL) == AF_OK);
-    int attention_steps = 0;
     for (int k = 0; k < cs.n; k++) {
         CHECK(cs.items[k].accepted);
-        if (!cs.items[k].accepted) printf("  vit_tiny: %s\n", cs.items[k].reason);
+        if (!cs.items[k].accepted) printf("  %s: %s\n", name, cs.items[k].reason);
     }
+    int attention_steps = 0;
     for (int k = 0; k < fused.n_steps; k++)
         attention_steps += fused.steps[k].kernel.name && strstr(fused.steps[k].kernel.name, "attention") != NULL;
-    CHECK_EQ_INT(attention_steps, 2);
+    CHECK_EQ_INT(attention_steps, want);
     af_tensor a = {0}, b = {0};
     CHECK(run_plan(g, &fused, dir, &a) == AF_OK);
     CHECK(run_plan(g, &plain, dir, &b) == AF_OK);
     CHECK(af_tensor_same_shape(&a, &b));
     CHECK_EQ_INT(af_test_count_beyond(&a, &b, 1e-4, 1e-5), 0);
-    printf("  vit_tiny: %d attention steps, %d steps instead of %d\n", attention_steps, fused.n_steps, plain.n_steps);
+    printf("  %s: %d attention steps, %d steps instead of %d\n", name, attention_steps, fused.n_steps, plain.n_steps);
     af_tensor_free_data(&a);
     af_tensor_free_data(&b);
     af_exec_plan_free(&fused);
@@ -259,59 +262,23 @@ AF_TEST(sched_fused_attention_matches_unfused_on_vit) {
     af_model_free(m);
 }
 
+/* nn.MultiheadAttention as torchvision's ViT exports it (vit_tiny): the built-in rule's candidates,
+ * one per layer (16 nodes, the merging Reshape included: 17), become fused attention steps that
+ * run the packed input projection's GEMM and the attention kernel on its [S, B, 3E] rows; the
+ * model's output matches the unfused plan's. */
+AF_TEST(sched_fused_attention_matches_unfused_on_vit) {
+    rule_steps_match_unfused("vit_tiny", "mha_packed_self_attention", 2, 17, 2);
+}
+
 /* Swin's window attention as torchvision exports it (swin_tiny: four windows in stage 1, whose
  * second block is shifted and masked; one window in stage 2): the built-in rule's four candidates
- * become fused attention steps that run the packed projection's GEMM and the attention kernel per
- * image's windows with the position bias and the mask added up once; the model's output matches
- * the unfused plan's (and ONNX Runtime's, in the conformance suite, which fails without either
- * the bias or the mask). */
+ * (the shifted one with its Reshape, mask Add and Reshape: 19 nodes or more) become fused
+ * attention steps that run the packed projection's GEMM and the attention kernel per image's
+ * windows with the position bias and the mask added up once; the model's output matches the
+ * unfused plan's (and ONNX Runtime's, in the conformance suite, which fails without either the
+ * bias or the mask). */
 AF_TEST(sched_fused_window_attention_matches_unfused_on_swin) {
-    char dir[1024], path[1100];
-    snprintf(dir, sizeof dir, "%s/models/swin_tiny", af_test_dir());
-    snprintf(path, sizeof path, "%s/model.onnx", dir);
-    af_model *m = NULL;
-    CHECK(af_model_load(path, NULL, &m, NULL) == AF_OK);
-    if (!m) return;
-    const af_graph *g = m->graph;
-    af_fusion_config cfg;
-    af_fusion_config_default(&cfg);
-    af_fusion_candidates all = {0}, cs = {0};
-    CHECK(af_pattern_find(g, NULL, &cfg, &all, NULL) == AF_OK);
-    int masked = 0;
-    for (int i = 0; i < all.n; i++) {
-        if (strcmp(all.items[i].rule, "swin_window_attention")) continue;
-        af_fusion_candidate c = all.items[i];
-        c.accepted = true;
-        masked += c.n_nodes >= 19; /* the shifted block's Reshape, mask Add, Reshape */
-        CHECK(af_fusion_candidates_push(&cs, &c, NULL) == AF_OK);
-    }
-    CHECK_EQ_INT(cs.n, 4);
-    CHECK_EQ_INT(masked, 1);
-    af_sched_options o = {.kernels = {.isa = af_cpu_isa(), .n_threads = 2}, .fusion_level = 3};
-    af_exec_plan fused, plain;
-    CHECK(af_sched_build(g, &cs, &o, &fused, NULL) == AF_OK);
-    CHECK(af_exec_plan_unfused(g, &o.kernels, false, NULL, &plain, NULL) == AF_OK);
-    for (int k = 0; k < cs.n; k++) {
-        CHECK(cs.items[k].accepted);
-        if (!cs.items[k].accepted) printf("  swin_tiny: %s\n", cs.items[k].reason);
-    }
-    int attention_steps = 0;
-    for (int k = 0; k < fused.n_steps; k++)
-        attention_steps += fused.steps[k].kernel.name && strstr(fused.steps[k].kernel.name, "attention") != NULL;
-    CHECK_EQ_INT(attention_steps, 4);
-    af_tensor a = {0}, b = {0};
-    CHECK(run_plan(g, &fused, dir, &a) == AF_OK);
-    CHECK(run_plan(g, &plain, dir, &b) == AF_OK);
-    CHECK(af_tensor_same_shape(&a, &b));
-    CHECK_EQ_INT(af_test_count_beyond(&a, &b, 1e-4, 1e-5), 0);
-    printf("  swin_tiny: %d attention steps, %d steps instead of %d\n", attention_steps, fused.n_steps, plain.n_steps);
-    af_tensor_free_data(&a);
-    af_tensor_free_data(&b);
-    af_exec_plan_free(&fused);
-    af_exec_plan_free(&plain);
-    af_fusion_candidates_free(&cs);
-    af_fusion_candidates_free(&all);
-    af_model_free(m);
+    rule_steps_match_unfused("swin_tiny", "swin_window_attention", 4, 19, 1);
 }
 
 /* A run-time head split proves the layout only in its exported form: with the Concat's first

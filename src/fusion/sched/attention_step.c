@@ -435,6 +435,26 @@ static bool mha_packed(const af_graph *g, const af_fusion_candidate *c, const af
     return true;
 }
 
+/* Fills step s with the packed projection's GEMM and the attention kernel: st holds the packed
+ * W of projection p, kn is the step's node; the kernel runs `batch` sequences of `seq` at a time,
+ * its scratch planned for `rows` rows of X; extra_bytes are st's other constants. */
+static void packed_step(af_step *s, attention_state *st, af_node *kn, const inner_proj *p, int64_t batch, int64_t seq,
+                        int64_t rows, const af_sched_options *o, size_t extra_bytes) {
+    s->kernel_node = kn;
+    af_attention_desc d = af_attention_desc_packed(batch, seq, seq, st->heads, st->head_dim);
+    d.isa = o->kernels.isa;
+    qkv_layout(st, &d);
+    const int n_threads = o->kernels.n_threads > 0 ? o->kernels.n_threads : 1;
+    s->kernel = (af_kernel){.name = af_attention_qkv_name(&d),
+                            .state = st,
+                            .run = attention_run,
+                            .free_state = attention_free,
+                            .workspace_bytes = qkv_scratch(st, &d, rows, n_threads),
+                            .weight_bytes = af_gemm_packed_bytes(st->qkv_w) + (size_t)p->n * sizeof(float) + extra_bytes};
+    af_step_hold(s, p->w);
+    af_step_hold(s, p->b);
+}
+
 /* The fused step of nn.MultiheadAttention's form (mha_packed): the packed projection's GEMM into
  * the scratch, then the attention kernel over its [S, B, 3E] rows. */
 static bool build_mha(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
@@ -475,19 +495,7 @@ static bool build_mha(const af_graph *g, const af_fusion_candidate *c, const af_
         snprintf(why, why_size, "out of memory packing the projection");
         return false;
     }
-    s->kernel_node = kn;
-    af_attention_desc d = af_attention_desc_packed(B, S, S, f->heads, f->head_dim);
-    d.isa = o->kernels.isa;
-    qkv_layout(st, &d);
-    const int n_threads = o->kernels.n_threads > 0 ? o->kernels.n_threads : 1;
-    s->kernel = (af_kernel){.name = af_attention_qkv_name(&d),
-                            .state = st,
-                            .run = attention_run,
-                            .free_state = attention_free,
-                            .workspace_bytes = qkv_scratch(st, &d, B * S, n_threads),
-                            .weight_bytes = af_gemm_packed_bytes(st->qkv_w) + (size_t)f->p.n * sizeof(float)};
-    af_step_hold(s, f->p.w);
-    af_step_hold(s, f->p.b);
+    packed_step(s, st, kn, &f->p, B, S, B * S, o, 0);
     return true;
 }
 
@@ -637,20 +645,7 @@ static bool build_window(const af_graph *g, const af_fusion_candidate *c, const 
         for (int64_t h = 0; h < H; h++)
             for (int64_t ij = 0; ij < S * S; ij++)
                 st->bias[(w * H + h) * S * S + ij] = f->rel[h * S * S + ij] + (f->mask ? f->mask[w * S * S + ij] : 0.0f);
-    s->kernel_node = kn;
-    af_attention_desc d = af_attention_desc_packed(f->windows, S, S, H, f->head_dim);
-    d.isa = o->kernels.isa;
-    qkv_layout(st, &d);
-    const int n_threads = o->kernels.n_threads > 0 ? o->kernels.n_threads : 1;
-    s->kernel = (af_kernel){.name = af_attention_qkv_name(&d),
-                            .state = st,
-                            .run = attention_run,
-                            .free_state = attention_free,
-                            .workspace_bytes = qkv_scratch(st, &d, bw * S, n_threads),
-                            .weight_bytes = af_gemm_packed_bytes(st->qkv_w) + (size_t)f->p.n * sizeof(float) +
-                                            (size_t)(f->windows * H * S * S) * sizeof(float)};
-    af_step_hold(s, f->p.w);
-    af_step_hold(s, f->p.b);
+    packed_step(s, st, kn, &f->p, f->windows, S, bw * S, o, (size_t)(f->windows * H * S * S) * sizeof(float));
     return true;
 }
 
