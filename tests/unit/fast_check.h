@@ -10,9 +10,10 @@
  *   int64_t bad = fx_compare(&f, AF_ISA_AVX2, pools, FX_EXACT, &name);  // -1: not covered
  *   fx_free(&f);
  *
- * Tolerance: |fast - ref| <= atol + rtol |ref| + ulps * ulp(ref); NaN matches NaN; outputs of other
- * dtypes match exactly. Every output the node asks for is compared. Besides, the fast kernel's
- * outputs with a 1-thread and a 2-thread pool must agree bit for bit.
+ * Tolerance: |fast - ref| <= atol + rtol |ref| + ulps * ulp(ref); NaN matches NaN; FX_EXACT asks for
+ * the same value with the same sign of zero; outputs of other dtypes match exactly. Every output
+ * the node asks for is compared. Besides, the fast kernel's outputs with a 1-thread and a 2-thread
+ * pool must agree bit for bit.
  */
 #ifndef AF_TESTS_UNIT_FAST_CHECK_H
 #define AF_TESTS_UNIT_FAST_CHECK_H
@@ -151,11 +152,12 @@ static inline double fx_ulp(double r) {
 /* Elements of got outside tol against want; prints the first with what. */
 static inline int64_t fx_count_off(const af_tensor *got, const af_tensor *want, fx_tol tol, const char *what) {
     const float *g = got->data, *w = want->data;
+    const bool exact = tol.atol == 0 && tol.rtol == 0 && tol.ulps == 0;
     int64_t n = af_tensor_numel(want), bad = 0;
     for (int64_t i = 0; i < n; i++) {
         double a = g[i], b = w[i];
-        bool ok = (isnan(a) && isnan(b)) || a == b ||
-                  fabs(a - b) <= tol.atol + tol.rtol * fabs(b) + tol.ulps * fx_ulp(b);
+        bool ok = (isnan(a) && isnan(b)) || (a == b && (!exact || signbit(a) == signbit(b))) ||
+                  (!exact && fabs(a - b) <= tol.atol + tol.rtol * fabs(b) + tol.ulps * fx_ulp(b));
         if (ok) continue;
         if (!bad) printf("  %s: element %lld is %.9g, expected %.9g\n", what, (long long)i, a, b);
         bad++;

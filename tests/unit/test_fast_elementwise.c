@@ -127,6 +127,25 @@ AF_TEST(fast_elementwise_unary) {
     fx_pools_free(&pools);
 }
 
+/* The reference Round, the oracle above: ties to even, and x's sign on a zero result (-0.4 and
+ * -0.5 round to -0, as IEEE 754, numpy and ONNX Runtime give). */
+AF_TEST(reference_round_ties_to_even_with_the_sign) {
+    static const float x[] = {0.5f,  1.5f,  2.5f, -0.5f,       -1.5f,         -2.5f,    -0.4f,     0.4f,
+                              -0.0f, 0.0f,  3.7f, 8388607.5f,  -8388609.0f,   NAN,      INFINITY,  -INFINITY};
+    static const float want[] = {0.0f,  2.0f, 2.0f, -0.0f,      -2.0f,         -2.0f,    -0.0f,     0.0f,
+                                 -0.0f, 0.0f, 4.0f, 8388608.0f, -8388609.0f,   NAN,      INFINITY,  -INFINITY};
+    const int n = (int)(sizeof x / sizeof *x);
+    fx f;
+    fx_init(&f, AF_OP_ROUND, 11);
+    fx_input(&f, fx_vec(n, x), false);
+    af_tensor y[FX_MAX_OUT];
+    CHECK(fx_run_reference(&f, y) == AF_OK);
+    const af_tensor w = {.dtype = AF_DTYPE_FLOAT, .rank = 1, .dims = {n}, .data = (void *)want};
+    CHECK_EQ_INT(fx_count_off(&y[0], &w, FX_EXACT, "reference Round"), 0);
+    fx_free_outputs(&f, y);
+    fx_free(&f);
+}
+
 /* ---- binary ---------------------------------------------------------------------------------- */
 
 typedef struct shape {

@@ -54,7 +54,7 @@ double af_ew_round_even(double x) {
     if (!isfinite(x)) return x;
     double r = floor(x), frac = x - r; /* exact: r and x are within one binade's integer part */
     if (frac > 0.5 || (frac == 0.5 && fmod(r, 2.0) != 0)) r += 1.0;
-    return r;
+    return copysign(r, x); /* -0.5 .. -0 round to -0, not +0 */
 }
 
 int64_t af_ew_f64_to_i64(double v) {

@@ -38,7 +38,9 @@ static inline void af_ew_set_u64(af_tensor *t, int64_t i, uint64_t v) {
     af_tensor_set_i64(t, i, (int64_t)v);
 }
 
-/* Rounds to the nearest integer, ties to even (ONNX Round), without depending on the FP mode. */
+/* Rounds to the nearest integer, ties to even (ONNX Round), without depending on the FP mode. The
+ * result has x's sign, as IEEE 754's roundToIntegralTiesToEven (numpy, ONNX Runtime) gives it:
+ * -0.4 rounds to -0. */
 double af_ew_round_even(double x);
 
 /* double -> integer without UB: truncates toward zero, saturates out of range, NaN gives 0. */
