@@ -12,6 +12,9 @@ static float scalar_fn(af_vmath_fn fn, float x) {
     case AF_VMATH_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case AF_VMATH_TANH: return tanhf(x);
     case AF_VMATH_ERF: return erff(x);
+    case AF_VMATH_LOG: return logf(x);
+    case AF_VMATH_SOFTPLUS: return (x > 0 ? x : 0.0f) + log1pf(expf(-fabsf(x)));
+    case AF_VMATH_EXPM1_NEG: return x > 0 ? 0.0f : expm1f(x);
     default: return x;
     }
 }
@@ -23,6 +26,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) static __m512 
     case AF_VMATH_SIGMOID: return af_vsigmoid_avx512(v);
     case AF_VMATH_TANH: return af_vtanh_avx512(v);
     case AF_VMATH_ERF: return af_verf_avx512(v);
+    case AF_VMATH_LOG: return af_vlog_avx512(v);
+    case AF_VMATH_SOFTPLUS: return af_vsoftplus_avx512(v);
+    case AF_VMATH_EXPM1_NEG: return af_vexpm1_neg_avx512(v);
     default: return v;
     }
 }
@@ -43,6 +49,9 @@ __attribute__((target("avx2,fma"))) static __m256 apply_avx2(af_vmath_fn fn, __m
     case AF_VMATH_SIGMOID: return af_vsigmoid_avx2(v);
     case AF_VMATH_TANH: return af_vtanh_avx2(v);
     case AF_VMATH_ERF: return af_verf_avx2(v);
+    case AF_VMATH_LOG: return af_vlog_avx2(v);
+    case AF_VMATH_SOFTPLUS: return af_vsoftplus_avx2(v);
+    case AF_VMATH_EXPM1_NEG: return af_vexpm1_neg_avx2(v);
     default: return v;
     }
 }

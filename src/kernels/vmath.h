@@ -16,6 +16,9 @@ typedef enum af_vmath_fn {
     AF_VMATH_SIGMOID, /* 1 / (1 + exp(-x)) */
     AF_VMATH_TANH,
     AF_VMATH_ERF,
+    AF_VMATH_LOG,
+    AF_VMATH_SOFTPLUS,  /* log(1 + exp(x)) */
+    AF_VMATH_EXPM1_NEG, /* exp(x) - 1 for x <= 0; x above 0 gives 0 */
     AF_VMATH_COUNT
 } af_vmath_fn;
 

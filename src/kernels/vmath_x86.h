@@ -1,7 +1,8 @@
 /*
- * Vector float math for the fast kernels: exp, sigmoid, tanh and erf on __m512 (AVX-512) and
- * __m256 (AVX2+FMA). Header-only static inline functions, each compiled for its ISA through a
- * target attribute, so only files that call them from matching targets include this header.
+ * Vector float math for the fast kernels: exp, sigmoid, tanh, erf, log, softplus and expm1 (of
+ * x <= 0) on __m512 (AVX-512) and __m256 (AVX2+FMA). Header-only static inline functions, each
+ * compiled for its ISA through a target attribute, so only files that call them from matching
+ * targets include this header.
  *
  *   __m512 y = af_vsigmoid_avx512(x);   // inside a function with the avx512 target attribute
  *
@@ -12,6 +13,9 @@
  *   sigmoid  <= 3 ULP   (<= 2 against the correctly rounded value; the libm formula is 2 off)
  *   tanh     <= 2 ULP   (<= 1 against the correctly rounded value)
  *   erf      <= 2 ULP   (<= 2 against the correctly rounded value)
+ *   log      <= 1 ULP   (-inf at +-0, NaN below 0, +inf at +inf; denormals exact in range)
+ *   softplus <= 2 ULP   log(1 + e^x) as max(x, 0) + log1p(e^-|x|): never overflows
+ *   expm1    <= 2 ULP   e^x - 1 for x <= 0 only (Elu's negative branch); x above 0 counts as 0
  * Results below FLT_MIN are held to an absolute 2^-126 instead (the libm sigmoid formula itself
  * is far off there). NaN in gives NaN out; tanh and erf keep the sign of zero.
  *   gelu_erf  x Phi(x) = x/2 (1 + erf(x / sqrt 2)), against the exact value (erfc in double):
@@ -23,6 +27,11 @@
  *   exp:  e^r = 1 + r + r^2 Q(r), r in [-ln2/2, ln2/2], after x = n ln2 + r (Cody-Waite split)
  *   tanh: |x| < 0.625: x + x^3 P(x^2); else 1 - 2e/(1 + e), e = exp(-2|x|)
  *   erf:  |x| <= 1: x P(x^2); 1 < |x| < 3.92: 1 - exp(L(|x|)), L ~ log erfc; beyond: +-1
+ *   log:  x = 2^e (1 + f), 1 + f in [sqrt(1/2), sqrt 2): log x = e ln2 + f - f^2/2 + f^3 G(f) (G
+ *         degree 8); softplus's log1p(t), t = e^-|x| in (0, 1], takes f = t (exact) up to
+ *         sqrt 2 - 1 and f = (t - 1)/2, e = 1 above it, so it needs no division
+ *   expm1: exp's e^r - 1 = r + r^2 Q(r) kept apart from the 1: 2^n (r + r^2 Q) + (2^n - 1), one
+ *         fused multiply-add; r = x exactly for |x| < ln2/2, so tiny x keep their relative accuracy
  *   gelu_erf: h = erfc(|x| / sqrt 2) / 2 = 2^G(|x|), G a degree-12 fit of log2 h on [0, 3.92 sqrt 2]
  *             (one polynomial, no branches: GELU needs erf's absolute accuracy only), 2^r a
  *             degree-6 fit on [-1/2, 1/2]; Phi = 1 - h for x >= 0, h below.
@@ -30,7 +39,9 @@
 #ifndef AF_KERNELS_VMATH_X86_H
 #define AF_KERNELS_VMATH_X86_H
 
+#include <float.h>
 #include <immintrin.h>
+#include <math.h>
 
 #define AF_VM_LOG2E 1.44269504089f
 #define AF_VM_LN2_HI 0.693359375f     /* ln 2 rounded to 9 significant bits: n*LN2_HI is exact */
@@ -92,6 +103,18 @@
 #define AF_VM_EXP2_E4 9.618025603e-03f
 #define AF_VM_EXP2_E5 1.340043217e-03f
 #define AF_VM_EXP2_E6 1.546973198e-04f
+
+#define AF_VM_SQRT2 1.41421356f
+#define AF_VM_LOG_G8 6.971611828e-02f
+#define AF_VM_LOG_G7 -1.147973388e-01f
+#define AF_VM_LOG_G6 1.168541983e-01f
+#define AF_VM_LOG_G5 -1.242568716e-01f
+#define AF_VM_LOG_G4 1.424905807e-01f
+#define AF_VM_LOG_G3 -1.666780263e-01f
+#define AF_VM_LOG_G2 2.000071555e-01f
+#define AF_VM_LOG_G1 -2.499999702e-01f
+#define AF_VM_LOG_G0 3.333333135e-01f
+#define AF_VM_EXPM1_LO -25.0f /* e^x - 1 rounds to -1 below this */
 
 /* ---- AVX-512 ---------------------------------------------------------------------------------- */
 #define AF_VM_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline))
@@ -202,6 +225,62 @@ AF_VM_TARGET_AVX512 static inline __m512 af_vgelu_erf_avx512(__m512 x) {
     return _mm512_mul_ps(x, _mm512_mask_sub_ps(h, pos, AF_VM_Z(1.0f), h));
 }
 
+/* e ln2 + log(1 + f) for f in [sqrt(1/2) - 1, sqrt 2 - 1] (see the top of this file). */
+AF_VM_TARGET_AVX512 static inline __m512 af_vlog_reduced_avx512(__m512 f, __m512 e) {
+    const __m512 z = _mm512_mul_ps(f, f);
+    __m512 g = _mm512_fmadd_ps(AF_VM_Z(AF_VM_LOG_G8), f, AF_VM_Z(AF_VM_LOG_G7));
+    g = _mm512_fmadd_ps(g, f, AF_VM_Z(AF_VM_LOG_G6));
+    g = _mm512_fmadd_ps(g, f, AF_VM_Z(AF_VM_LOG_G5));
+    g = _mm512_fmadd_ps(g, f, AF_VM_Z(AF_VM_LOG_G4));
+    g = _mm512_fmadd_ps(g, f, AF_VM_Z(AF_VM_LOG_G3));
+    g = _mm512_fmadd_ps(g, f, AF_VM_Z(AF_VM_LOG_G2));
+    g = _mm512_fmadd_ps(g, f, AF_VM_Z(AF_VM_LOG_G1));
+    g = _mm512_fmadd_ps(g, f, AF_VM_Z(AF_VM_LOG_G0));
+    __m512 y = _mm512_fmadd_ps(g, _mm512_mul_ps(z, f), _mm512_mul_ps(e, AF_VM_Z(AF_VM_LN2_LO)));
+    y = _mm512_fnmadd_ps(z, AF_VM_Z(0.5f), y);
+    return _mm512_fmadd_ps(e, AF_VM_Z(AF_VM_LN2_HI), _mm512_add_ps(f, y));
+}
+
+AF_VM_TARGET_AVX512 static inline __m512 af_vlog_avx512(__m512 x) {
+    /* getmant / getexp split denormals too: x = m 2^e, m in [1, 2), then m halves above sqrt 2. */
+    __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero);
+    __m512 e = _mm512_getexp_ps(x);
+    const __mmask16 big = _mm512_cmp_ps_mask(m, AF_VM_Z(AF_VM_SQRT2), _CMP_GT_OQ);
+    m = _mm512_mask_mul_ps(m, big, m, AF_VM_Z(0.5f));
+    e = _mm512_mask_add_ps(e, big, e, AF_VM_Z(1.0f));
+    __m512 r = af_vlog_reduced_avx512(_mm512_sub_ps(m, AF_VM_Z(1.0f)), e);
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, AF_VM_Z(INFINITY), _CMP_EQ_OQ), AF_VM_Z(INFINITY));
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ), AF_VM_Z(-INFINITY));
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), AF_VM_Z(NAN));
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x); /* NaN passes */
+}
+
+/* log(1 + e^x) = max(x, 0) + log1p(t), t = e^-|x| in [0, 1]. */
+AF_VM_TARGET_AVX512 static inline __m512 af_vsoftplus_avx512(__m512 x) {
+    const __m512 t = af_vexp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
+    /* 1 + t above sqrt 2: (1 + t) / 2 = 1 + (t - 1) / 2 with e = 1, one rounding (FMA). */
+    const __mmask16 big = _mm512_cmp_ps_mask(t, AF_VM_Z(AF_VM_SQRT2 - 1.0f), _CMP_GT_OQ);
+    const __m512 f = _mm512_mask_fmadd_ps(t, big, AF_VM_Z(0.5f), AF_VM_Z(-0.5f));
+    const __m512 e = _mm512_maskz_mov_ps(big, AF_VM_Z(1.0f));
+    return _mm512_add_ps(_mm512_max_ps(_mm512_setzero_ps(), x), af_vlog_reduced_avx512(f, e));
+}
+
+/* e^x - 1 for x <= 0 (x above 0 counts as 0; NaN passes). */
+AF_VM_TARGET_AVX512 static inline __m512 af_vexpm1_neg_avx512(__m512 x) {
+    x = _mm512_max_ps(AF_VM_Z(AF_VM_EXPM1_LO), _mm512_min_ps(_mm512_setzero_ps(), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, AF_VM_Z(AF_VM_LOG2E)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, AF_VM_Z(AF_VM_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, AF_VM_Z(AF_VM_LN2_LO), r);
+    __m512 q = _mm512_fmadd_ps(AF_VM_Z(AF_VM_EXP_Q4), r, AF_VM_Z(AF_VM_EXP_Q3));
+    q = _mm512_fmadd_ps(q, r, AF_VM_Z(AF_VM_EXP_Q2));
+    q = _mm512_fmadd_ps(q, r, AF_VM_Z(AF_VM_EXP_Q1));
+    q = _mm512_fmadd_ps(q, r, AF_VM_Z(AF_VM_EXP_Q0));
+    const __m512 p = _mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r); /* e^r - 1 */
+    const __m512 s = _mm512_scalef_ps(AF_VM_Z(1.0f), n);         /* 2^n, n in [-36, 0] */
+    return _mm512_fmadd_ps(s, p, _mm512_sub_ps(s, AF_VM_Z(1.0f)));
+}
+
 /* ---- AVX2 + FMA ------------------------------------------------------------------------------- */
 #define AF_VM_TARGET_AVX2 __attribute__((target("avx2,fma"), always_inline))
 #define AF_VM_Y(c) _mm256_set1_ps(c)
@@ -308,6 +387,69 @@ AF_VM_TARGET_AVX2 static inline __m256 af_vgelu_erf_avx2(__m256 x) {
     const __m256 h = _mm256_and_ps(inside, _mm256_mul_ps(e, scale));
     const __m256 pos = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ);
     return _mm256_mul_ps(x, _mm256_blendv_ps(h, _mm256_sub_ps(AF_VM_Y(1.0f), h), pos));
+}
+
+/* e ln2 + log(1 + f) for f in [sqrt(1/2) - 1, sqrt 2 - 1] (see the top of this file). */
+AF_VM_TARGET_AVX2 static inline __m256 af_vlog_reduced_avx2(__m256 f, __m256 e) {
+    const __m256 z = _mm256_mul_ps(f, f);
+    __m256 g = _mm256_fmadd_ps(AF_VM_Y(AF_VM_LOG_G8), f, AF_VM_Y(AF_VM_LOG_G7));
+    g = _mm256_fmadd_ps(g, f, AF_VM_Y(AF_VM_LOG_G6));
+    g = _mm256_fmadd_ps(g, f, AF_VM_Y(AF_VM_LOG_G5));
+    g = _mm256_fmadd_ps(g, f, AF_VM_Y(AF_VM_LOG_G4));
+    g = _mm256_fmadd_ps(g, f, AF_VM_Y(AF_VM_LOG_G3));
+    g = _mm256_fmadd_ps(g, f, AF_VM_Y(AF_VM_LOG_G2));
+    g = _mm256_fmadd_ps(g, f, AF_VM_Y(AF_VM_LOG_G1));
+    g = _mm256_fmadd_ps(g, f, AF_VM_Y(AF_VM_LOG_G0));
+    __m256 y = _mm256_fmadd_ps(g, _mm256_mul_ps(z, f), _mm256_mul_ps(e, AF_VM_Y(AF_VM_LN2_LO)));
+    y = _mm256_fnmadd_ps(z, AF_VM_Y(0.5f), y);
+    return _mm256_fmadd_ps(e, AF_VM_Y(AF_VM_LN2_HI), _mm256_add_ps(f, y));
+}
+
+AF_VM_TARGET_AVX2 static inline __m256 af_vlog_avx2(__m256 x) {
+    /* Denormals are scaled by 2^23 first; then x = m 2^e from the bits, m in [1, 2), halved above
+     * sqrt 2. Negative inputs make garbage here that the special cases below replace. */
+    const __m256 tiny = _mm256_cmp_ps(x, AF_VM_Y(FLT_MIN), _CMP_LT_OQ);
+    const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, AF_VM_Y(8388608.0f)), tiny);
+    const __m256i bits = _mm256_castps_si256(xs);
+    __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(127)));
+    e = _mm256_sub_ps(e, _mm256_and_ps(tiny, AF_VM_Y(23.0f)));
+    __m256 m = _mm256_castsi256_ps(
+        _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x3f800000)));
+    const __m256 big = _mm256_cmp_ps(m, AF_VM_Y(AF_VM_SQRT2), _CMP_GT_OQ);
+    m = _mm256_blendv_ps(m, _mm256_mul_ps(m, AF_VM_Y(0.5f)), big);
+    e = _mm256_add_ps(e, _mm256_and_ps(big, AF_VM_Y(1.0f)));
+    __m256 r = af_vlog_reduced_avx2(_mm256_sub_ps(m, AF_VM_Y(1.0f)), e);
+    r = _mm256_blendv_ps(r, AF_VM_Y(INFINITY), _mm256_cmp_ps(x, AF_VM_Y(INFINITY), _CMP_EQ_OQ));
+    r = _mm256_blendv_ps(r, AF_VM_Y(-INFINITY), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ));
+    r = _mm256_blendv_ps(r, AF_VM_Y(NAN), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); /* NaN passes */
+}
+
+/* log(1 + e^x) = max(x, 0) + log1p(t), t = e^-|x| in [0, 1]. */
+AF_VM_TARGET_AVX2 static inline __m256 af_vsoftplus_avx2(__m256 x) {
+    const __m256 t = af_vexp_avx2(_mm256_or_ps(x, AF_VM_Y(-0.0f)));
+    const __m256 big = _mm256_cmp_ps(t, AF_VM_Y(AF_VM_SQRT2 - 1.0f), _CMP_GT_OQ);
+    const __m256 f = _mm256_blendv_ps(t, _mm256_fmadd_ps(t, AF_VM_Y(0.5f), AF_VM_Y(-0.5f)), big);
+    const __m256 e = _mm256_and_ps(big, AF_VM_Y(1.0f));
+    return _mm256_add_ps(_mm256_max_ps(_mm256_setzero_ps(), x), af_vlog_reduced_avx2(f, e));
+}
+
+/* e^x - 1 for x <= 0 (x above 0 counts as 0; NaN passes). */
+AF_VM_TARGET_AVX2 static inline __m256 af_vexpm1_neg_avx2(__m256 x) {
+    x = _mm256_max_ps(AF_VM_Y(AF_VM_EXPM1_LO), _mm256_min_ps(_mm256_setzero_ps(), x));
+    const __m256 n =
+        _mm256_round_ps(_mm256_mul_ps(x, AF_VM_Y(AF_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, AF_VM_Y(AF_VM_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, AF_VM_Y(AF_VM_LN2_LO), r);
+    __m256 q = _mm256_fmadd_ps(AF_VM_Y(AF_VM_EXP_Q4), r, AF_VM_Y(AF_VM_EXP_Q3));
+    q = _mm256_fmadd_ps(q, r, AF_VM_Y(AF_VM_EXP_Q2));
+    q = _mm256_fmadd_ps(q, r, AF_VM_Y(AF_VM_EXP_Q1));
+    q = _mm256_fmadd_ps(q, r, AF_VM_Y(AF_VM_EXP_Q0));
+    const __m256 p = _mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r); /* e^r - 1 */
+    /* 2^n (n in [-36, 0], a normal float) made in its exponent field. */
+    const __m256 s = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    return _mm256_fmadd_ps(s, p, _mm256_sub_ps(s, AF_VM_Y(1.0f)));
 }
 
 #endif

@@ -26,6 +26,9 @@ static float ref_fn(af_vmath_fn fn, float x) {
     case AF_VMATH_EXP: return expf(x);
     case AF_VMATH_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case AF_VMATH_TANH: return tanhf(x);
+    case AF_VMATH_LOG: return logf(x);
+    case AF_VMATH_SOFTPLUS: return (float)(x > 0 ? x + log1p(exp(-(double)x)) : log1p(exp((double)x)));
+    case AF_VMATH_EXPM1_NEG: return x > 0 ? 0.0f : expm1f(x);
     default: return erff(x);
     }
 }
@@ -49,8 +52,9 @@ static int64_t make_sweep(float *x, int64_t cap) {
 
 AF_TEST(vmath_ulp_sweep) {
     /* The bounds vmath_x86.h states, against libm float. */
-    const double max_ulp[AF_VMATH_COUNT] = {[AF_VMATH_EXP] = 1, [AF_VMATH_SIGMOID] = 3, [AF_VMATH_TANH] = 2,
-                                            [AF_VMATH_ERF] = 2};
+    const double max_ulp[AF_VMATH_COUNT] = {[AF_VMATH_EXP] = 1,      [AF_VMATH_SIGMOID] = 3,  [AF_VMATH_TANH] = 2,
+                                            [AF_VMATH_ERF] = 2,      [AF_VMATH_LOG] = 1,      [AF_VMATH_SOFTPLUS] = 2,
+                                            [AF_VMATH_EXPM1_NEG] = 2};
     enum { CAP = 16384 };
     float *x = af_malloc(CAP * sizeof *x), *y = af_malloc(CAP * sizeof *y);
     CHECK(x && y);
