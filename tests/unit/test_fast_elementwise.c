@@ -4,11 +4,13 @@
  * patterns the kernel walks, and the cases it must leave to the reference.
  *
  * Tolerances, per op, against the reference's double computation rounded once:
- *   exact: Relu, LeakyRelu, Clip, Neg, Abs, Sqrt, Reciprocal, Identity, Dropout, Pow 2 / 0.5 and
- *          the binary ops (each is one IEEE operation, or a select, in float);
- *   Sigmoid 4 ULP, Tanh 3 ULP, Erf 3 ULP, Exp 2 ULP: vmath_x86.h's stated error against the
- *          correctly rounded value (2, 1, 2, 1 ULP) plus one, which also covers glibc's float
- *          functions on the scalar path; results below FLT_MIN to an absolute 2^-126;
+ *   exact: Relu, LeakyRelu, Clip, Neg, Abs, Sqrt, Reciprocal, Identity, Dropout, Pow 2 / 0.5,
+ *          Floor, Ceil, Round (ties to even, the sign of zero kept) and the binary ops (each is one
+ *          IEEE operation, or a select, in float);
+ *   Sigmoid 4 ULP, Tanh 3 ULP, Erf 3 ULP, Exp 2 ULP, Log 2 ULP, Softplus 3 ULP: vmath_x86.h's
+ *          stated error against the correctly rounded value (2, 1, 2, 1, 1, 2 ULP) plus one, which
+ *          also covers glibc's float functions on the scalar path; results below FLT_MIN to an
+ *          absolute 2^-126; Elu 3 ULP: expm1's 2 and the product by alpha rounding once more;
  *   HardSigmoid 1 ULP + 2.5e-7 and HardSwish 2 ULP + 5e-7 absolute: a x + b rounds once (FMA) or
  *          twice (scalar) in float, and HardSwish uses 1/6 rounded to float, as the epilogue does.
  */
@@ -29,6 +31,22 @@ static af_tensor with_specials(int rank, const int64_t *dims, float lo, float hi
     return t;
 }
 
+/* Extra input values: every third element a power of two from 2^-149 (denormals) to 2^127 times a
+ * mantissa, alternating signs (IN_WIDE); every third element a multiple of 1/4 in [-10, 10], the
+ * ties of Round among them (IN_QUARTERS). */
+enum { IN_RANDOM, IN_WIDE, IN_QUARTERS };
+
+static void add_values(af_tensor *t, int kind) {
+    float *p = t->data;
+    const int64_t n = af_tensor_numel(t);
+    for (int64_t i = 1; kind != IN_RANDOM && i < n; i += 3) {
+        if (isnan(p[i]) || isinf(p[i]) || p[i] == 0) continue; /* the specials stay */
+        const float sign = i & 2 ? -1.0f : 1.0f;
+        if (kind == IN_WIDE) p[i] = sign * ldexpf(1.0f + (float)(i % 29) / 29.0f, (int)(i * 7 % 277) - 149);
+        else p[i] = (float)(i % 81 - 40) * 0.25f;
+    }
+}
+
 typedef struct unary_case {
     const char *label;
     af_op op;
@@ -36,14 +54,16 @@ typedef struct unary_case {
     float lo, hi;
     fx_tol tol;
     int setup; /* extra attributes or inputs, see add_params */
+    int values; /* IN_* */
 } unary_case;
 
-enum { P_NONE, P_LEAKY, P_HSIG, P_CLIP11, P_CLIP11_MIN, P_CLIP11_SWAPPED, P_CLIP6, P_DROPOUT12, P_POW2, P_POW_HALF,
-       P_POW2_INT };
+enum { P_NONE, P_LEAKY, P_ELU, P_HSIG, P_CLIP11, P_CLIP11_MIN, P_CLIP11_SWAPPED, P_CLIP6, P_DROPOUT12, P_POW2,
+       P_POW_HALF, P_POW2_INT };
 
 static void add_params(fx *f, int setup) {
     switch (setup) {
     case P_LEAKY: fx_float(f, "alpha", 0.1f); break;
+    case P_ELU: fx_float(f, "alpha", 0.7f); break;
     case P_HSIG:
         fx_float(f, "alpha", 0.3f);
         fx_float(f, "beta", 0.4f);
@@ -73,31 +93,43 @@ static void add_params(fx *f, int setup) {
 }
 
 static const unary_case unary_cases[] = {
-    {"relu", AF_OP_RELU, 17, -5, 5, FX_EXACT, P_NONE},
-    {"leaky_relu", AF_OP_LEAKY_RELU, 17, -5, 5, FX_EXACT, P_LEAKY},
-    {"sigmoid", AF_OP_SIGMOID, 17, -20, 20, TRANSCENDENTAL(4), P_NONE},
-    {"sigmoid_far", AF_OP_SIGMOID, 17, -100, 100, TRANSCENDENTAL(4), P_NONE},
-    {"hard_sigmoid", AF_OP_HARD_SIGMOID, 17, -5, 5, {2.5e-7, 0, 1}, P_HSIG},
-    {"hard_swish", AF_OP_HARD_SWISH, 17, -5, 5, {5e-7, 0, 2}, P_NONE},
-    {"tanh", AF_OP_TANH, 17, -6, 6, TRANSCENDENTAL(3), P_NONE},
-    {"erf", AF_OP_ERF, 17, -4, 4, TRANSCENDENTAL(3), P_NONE},
-    {"exp", AF_OP_EXP, 17, -90, 89, TRANSCENDENTAL(2), P_NONE},
-    {"clip11", AF_OP_CLIP, 13, -2, 2, FX_EXACT, P_CLIP11},
-    {"clip11_min_only", AF_OP_CLIP, 13, -2, 2, FX_EXACT, P_CLIP11_MIN},
-    {"clip11_swapped", AF_OP_CLIP, 13, -2, 2, FX_EXACT, P_CLIP11_SWAPPED},
-    {"clip11_none", AF_OP_CLIP, 13, -2, 2, FX_EXACT, P_NONE},
-    {"clip6", AF_OP_CLIP, 9, -3, 3, FX_EXACT, P_CLIP6},
-    {"clip6_default", AF_OP_CLIP, 9, -3, 3, FX_EXACT, P_NONE},
-    {"neg", AF_OP_NEG, 17, -5, 5, FX_EXACT, P_NONE},
-    {"abs", AF_OP_ABS, 17, -5, 5, FX_EXACT, P_NONE},
-    {"sqrt", AF_OP_SQRT, 17, -1, 100, FX_EXACT, P_NONE},
-    {"reciprocal", AF_OP_RECIPROCAL, 17, -5, 5, FX_EXACT, P_NONE},
-    {"identity", AF_OP_IDENTITY, 17, -5, 5, FX_EXACT, P_NONE},
-    {"dropout10", AF_OP_DROPOUT, 10, -5, 5, FX_EXACT, P_NONE},
-    {"dropout12", AF_OP_DROPOUT, 13, -5, 5, FX_EXACT, P_DROPOUT12},
-    {"pow2", AF_OP_POW, 15, -5, 5, FX_EXACT, P_POW2},
-    {"pow2_int", AF_OP_POW, 15, -5, 5, FX_EXACT, P_POW2_INT},
-    {"pow_half", AF_OP_POW, 15, -1, 50, FX_EXACT, P_POW_HALF},
+    {"relu", AF_OP_RELU, 17, -5, 5, FX_EXACT, P_NONE, IN_RANDOM},
+    {"leaky_relu", AF_OP_LEAKY_RELU, 17, -5, 5, FX_EXACT, P_LEAKY, IN_RANDOM},
+    {"sigmoid", AF_OP_SIGMOID, 17, -20, 20, TRANSCENDENTAL(4), P_NONE, IN_RANDOM},
+    {"sigmoid_far", AF_OP_SIGMOID, 17, -100, 100, TRANSCENDENTAL(4), P_NONE, IN_RANDOM},
+    {"hard_sigmoid", AF_OP_HARD_SIGMOID, 17, -5, 5, {2.5e-7, 0, 1}, P_HSIG, IN_RANDOM},
+    {"hard_swish", AF_OP_HARD_SWISH, 17, -5, 5, {5e-7, 0, 2}, P_NONE, IN_RANDOM},
+    {"tanh", AF_OP_TANH, 17, -6, 6, TRANSCENDENTAL(3), P_NONE, IN_RANDOM},
+    {"erf", AF_OP_ERF, 17, -4, 4, TRANSCENDENTAL(3), P_NONE, IN_RANDOM},
+    {"exp", AF_OP_EXP, 17, -90, 89, TRANSCENDENTAL(2), P_NONE, IN_RANDOM},
+    {"clip11", AF_OP_CLIP, 13, -2, 2, FX_EXACT, P_CLIP11, IN_RANDOM},
+    {"clip11_min_only", AF_OP_CLIP, 13, -2, 2, FX_EXACT, P_CLIP11_MIN, IN_RANDOM},
+    {"clip11_swapped", AF_OP_CLIP, 13, -2, 2, FX_EXACT, P_CLIP11_SWAPPED, IN_RANDOM},
+    {"clip11_none", AF_OP_CLIP, 13, -2, 2, FX_EXACT, P_NONE, IN_RANDOM},
+    {"clip6", AF_OP_CLIP, 9, -3, 3, FX_EXACT, P_CLIP6, IN_RANDOM},
+    {"clip6_default", AF_OP_CLIP, 9, -3, 3, FX_EXACT, P_NONE, IN_RANDOM},
+    {"neg", AF_OP_NEG, 17, -5, 5, FX_EXACT, P_NONE, IN_RANDOM},
+    {"abs", AF_OP_ABS, 17, -5, 5, FX_EXACT, P_NONE, IN_RANDOM},
+    {"sqrt", AF_OP_SQRT, 17, -1, 100, FX_EXACT, P_NONE, IN_RANDOM},
+    {"reciprocal", AF_OP_RECIPROCAL, 17, -5, 5, FX_EXACT, P_NONE, IN_RANDOM},
+    {"identity", AF_OP_IDENTITY, 17, -5, 5, FX_EXACT, P_NONE, IN_RANDOM},
+    {"dropout10", AF_OP_DROPOUT, 10, -5, 5, FX_EXACT, P_NONE, IN_RANDOM},
+    {"dropout12", AF_OP_DROPOUT, 13, -5, 5, FX_EXACT, P_DROPOUT12, IN_RANDOM},
+    {"pow2", AF_OP_POW, 15, -5, 5, FX_EXACT, P_POW2, IN_RANDOM},
+    {"pow2_int", AF_OP_POW, 15, -5, 5, FX_EXACT, P_POW2_INT, IN_RANDOM},
+    {"pow_half", AF_OP_POW, 15, -1, 50, FX_EXACT, P_POW_HALF, IN_RANDOM},
+    {"log", AF_OP_LOG, 13, -1, 100, TRANSCENDENTAL(2), P_NONE, IN_WIDE},
+    {"log_near_1", AF_OP_LOG, 13, 0.5f, 2, TRANSCENDENTAL(2), P_NONE, IN_RANDOM},
+    {"softplus", AF_OP_SOFTPLUS, 17, -30, 30, TRANSCENDENTAL(3), P_NONE, IN_WIDE},
+    {"softplus_near_0", AF_OP_SOFTPLUS, 17, -2, 2, TRANSCENDENTAL(3), P_NONE, IN_RANDOM},
+    {"elu", AF_OP_ELU, 6, -20, 5, TRANSCENDENTAL(3), P_NONE, IN_WIDE},
+    {"elu_alpha", AF_OP_ELU, 6, -1, 1, TRANSCENDENTAL(3), P_ELU, IN_RANDOM},
+    {"floor", AF_OP_FLOOR, 13, -1e3f, 1e3f, FX_EXACT, P_NONE, IN_WIDE},
+    {"ceil", AF_OP_CEIL, 13, -1e3f, 1e3f, FX_EXACT, P_NONE, IN_WIDE},
+    {"round", AF_OP_ROUND, 11, -1e3f, 1e3f, FX_EXACT, P_NONE, IN_WIDE},
+    {"round_ties", AF_OP_ROUND, 11, -2, 2, FX_EXACT, P_NONE, IN_QUARTERS},
+    {"floor_quarters", AF_OP_FLOOR, 13, -1, 1, FX_EXACT, P_NONE, IN_QUARTERS},
+    {"ceil_quarters", AF_OP_CEIL, 13, -1, 1, FX_EXACT, P_NONE, IN_QUARTERS},
 };
 
 AF_TEST(fast_elementwise_unary) {
@@ -110,7 +142,9 @@ AF_TEST(fast_elementwise_unary) {
         for (int s = 0; s < N_SIZES; s++) {
             fx f;
             fx_init(&f, uc->op, uc->opset);
-            fx_input(&f, with_specials(1, &sizes[s], uc->lo, uc->hi, (uint64_t)(c * 100 + s)), false);
+            af_tensor x = with_specials(1, &sizes[s], uc->lo, uc->hi, (uint64_t)(c * 100 + s));
+            add_values(&x, uc->values);
+            fx_input(&f, x, false);
             add_params(&f, uc->setup);
             for (int i = 0; i < n_isa; i++) {
                 const char *name = "";
@@ -292,7 +326,7 @@ AF_TEST(fast_elementwise_not_covered) {
     CHECK(!covered(&f));
     fx_free(&f);
     /* Ops outside the family. */
-    fx_init(&f, AF_OP_FLOOR, 17);
+    fx_init(&f, AF_OP_SIN, 17);
     fx_input(&f, fx_rand(1, &n, -2, 2, 1), false);
     CHECK(!covered(&f));
     fx_free(&f);

@@ -1,10 +1,11 @@
 /*
  * Fast float32 elementwise kernels: the one-input activations and math ops (Relu ... Reciprocal,
- * Clip with constant bounds, Identity, Dropout at inference, Pow with a constant exponent of 2 or
- * 0.5) and the two-input Add, Sub, Mul, Div, Max, Min, PRelu. Binary broadcasting is collapsed to
- * at most three dims in which each operand is either whole or broadcast (same shapes, a scalar,
- * [C,1,1] against [N,C,H,W], a trailing [K] against [..., K], and their mixes); anything needing
- * more runs the reference kernel. Big tensors split into fixed chunks over the thread pool.
+ * Log, Elu, Softplus, Floor, Ceil, Round, Clip with constant bounds, Identity, Dropout at
+ * inference, Pow with a constant exponent of 2 or 0.5) and the two-input Add, Sub, Mul, Div, Max,
+ * Min, PRelu. Binary broadcasting is collapsed to at most three dims in which each operand is
+ * either whole or broadcast (same shapes, a scalar, [C,1,1] against [N,C,H,W], a trailing [K]
+ * against [..., K], and their mixes); anything needing more runs the reference kernel. Big tensors
+ * split into fixed chunks over the thread pool.
  */
 #include <float.h>
 #include <math.h>
@@ -25,6 +26,9 @@ static const char *const unary_names[AF_EW_UNARY_COUNT][AF_ISA_COUNT] = {
     [AF_EW_SIGMOID] = EW_NAMES("vsigmoid"),    [AF_EW_HARD_SIGMOID] = EW_NAMES("vhardsigmoid"),
     [AF_EW_HARD_SWISH] = EW_NAMES("vhswish"),  [AF_EW_TANH] = EW_NAMES("vtanh"),
     [AF_EW_ERF] = EW_NAMES("verf"),            [AF_EW_EXP] = EW_NAMES("vexp"),
+    [AF_EW_LOG] = EW_NAMES("vlog"),            [AF_EW_ELU] = EW_NAMES("velu"),
+    [AF_EW_SOFTPLUS] = EW_NAMES("vsoftplus"),  [AF_EW_FLOOR] = EW_NAMES("vfloor"),
+    [AF_EW_CEIL] = EW_NAMES("vceil"),          [AF_EW_ROUND] = EW_NAMES("vround"),
     [AF_EW_CLIP] = EW_NAMES("vclamp"),         [AF_EW_NEG] = EW_NAMES("vneg"),
     [AF_EW_ABS] = EW_NAMES("vabs"),            [AF_EW_SQRT] = EW_NAMES("vsqrt"),
     [AF_EW_RECIPROCAL] = EW_NAMES("vrcp"),     [AF_EW_SQUARE] = EW_NAMES("vsqr"),
@@ -188,11 +192,20 @@ static bool unary_of(const af_kernel_request *req, ew_state *s) {
     case AF_OP_TANH: s->unary = AF_EW_TANH; return true;
     case AF_OP_ERF: s->unary = AF_EW_ERF; return true;
     case AF_OP_EXP: s->unary = AF_EW_EXP; return true;
+    case AF_OP_LOG: s->unary = AF_EW_LOG; return true;
+    case AF_OP_SOFTPLUS: s->unary = AF_EW_SOFTPLUS; return true;
+    case AF_OP_FLOOR: s->unary = AF_EW_FLOOR; return true;
+    case AF_OP_CEIL: s->unary = AF_EW_CEIL; return true;
+    case AF_OP_ROUND: s->unary = AF_EW_ROUND; return true;
     case AF_OP_NEG: s->unary = AF_EW_NEG; return true;
     case AF_OP_ABS: s->unary = AF_EW_ABS; return true;
     case AF_OP_SQRT: s->unary = AF_EW_SQRT; return true;
     case AF_OP_RECIPROCAL: s->unary = AF_EW_RECIPROCAL; return true;
     case AF_OP_IDENTITY: s->unary = AF_EW_COPY; return true;
+    case AF_OP_ELU:
+        s->unary = AF_EW_ELU;
+        s->a = af_node_attr_float(n, "alpha", 1.0f);
+        return true;
     case AF_OP_LEAKY_RELU:
         s->unary = AF_EW_LEAKY_RELU;
         s->a = af_node_attr_float(n, "alpha", 0.01f);

@@ -38,6 +38,12 @@ FV_TARGET static void FV_NAME(f32_ew_unary)(af_ew_unary_op op, float a, float b,
     case AF_EW_TANH: EW_UNARY_LOOP(fv_tanh(v)); break;
     case AF_EW_ERF: EW_UNARY_LOOP(fv_erf(v)); break;
     case AF_EW_EXP: EW_UNARY_LOOP(fv_exp(v)); break;
+    case AF_EW_LOG: EW_UNARY_LOOP(fv_log(v)); break;
+    case AF_EW_ELU: EW_UNARY_LOOP(fv_select_neg(v, fv_mul(va, fv_expm1_neg(v)))); break;
+    case AF_EW_SOFTPLUS: EW_UNARY_LOOP(fv_softplus(v)); break;
+    case AF_EW_FLOOR: EW_UNARY_LOOP(fv_floor(v)); break;
+    case AF_EW_CEIL: EW_UNARY_LOOP(fv_ceil(v)); break;
+    case AF_EW_ROUND: EW_UNARY_LOOP(fv_round(v)); break;
     case AF_EW_CLIP: EW_UNARY_LOOP(fv_min(vb, fv_max(va, v))); break;
     case AF_EW_NEG: EW_UNARY_LOOP(fv_neg(v)); break;
     case AF_EW_ABS: EW_UNARY_LOOP(fv_abs(v)); break;

@@ -68,6 +68,12 @@ FV_INLINE fv_v fv_exp(fv_v v) { return af_vexp_avx2(v); }
 FV_INLINE fv_v fv_sigmoid(fv_v v) { return af_vsigmoid_avx2(v); }
 FV_INLINE fv_v fv_tanh(fv_v v) { return af_vtanh_avx2(v); }
 FV_INLINE fv_v fv_erf(fv_v v) { return af_verf_avx2(v); }
+FV_INLINE fv_v fv_log(fv_v v) { return af_vlog_avx2(v); }
+FV_INLINE fv_v fv_softplus(fv_v v) { return af_vsoftplus_avx2(v); }
+FV_INLINE fv_v fv_expm1_neg(fv_v v) { return af_vexpm1_neg_avx2(v); }
+FV_INLINE fv_v fv_floor(fv_v v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+FV_INLINE fv_v fv_ceil(fv_v v) { return _mm256_round_ps(v, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+FV_INLINE fv_v fv_round(fv_v v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 
 /* Double accumulators: 8 float lanes widen into two vectors of 4 doubles. */
 FV_INLINE fv_dacc fv_dacc_zero(void) { return (fv_dacc){_mm256_setzero_pd(), _mm256_setzero_pd()}; }

@@ -63,6 +63,12 @@ FV_INLINE fv_v fv_exp(fv_v v) { return af_vexp_avx512(v); }
 FV_INLINE fv_v fv_sigmoid(fv_v v) { return af_vsigmoid_avx512(v); }
 FV_INLINE fv_v fv_tanh(fv_v v) { return af_vtanh_avx512(v); }
 FV_INLINE fv_v fv_erf(fv_v v) { return af_verf_avx512(v); }
+FV_INLINE fv_v fv_log(fv_v v) { return af_vlog_avx512(v); }
+FV_INLINE fv_v fv_softplus(fv_v v) { return af_vsoftplus_avx512(v); }
+FV_INLINE fv_v fv_expm1_neg(fv_v v) { return af_vexpm1_neg_avx512(v); }
+FV_INLINE fv_v fv_floor(fv_v v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+FV_INLINE fv_v fv_ceil(fv_v v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+FV_INLINE fv_v fv_round(fv_v v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 
 /* Double accumulators: 16 float lanes widen into two vectors of 8 doubles. */
 FV_INLINE fv_dacc fv_dacc_zero(void) { return (fv_dacc){_mm512_setzero_pd(), _mm512_setzero_pd()}; }

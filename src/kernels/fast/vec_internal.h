@@ -33,6 +33,12 @@ typedef enum af_ew_unary_op {
     AF_EW_TANH,
     AF_EW_ERF,
     AF_EW_EXP,
+    AF_EW_LOG,          /* -inf at +-0, NaN below 0 */
+    AF_EW_ELU,          /* x < 0 ? a (e^x - 1) : x */
+    AF_EW_SOFTPLUS,     /* log(1 + e^x), without overflow */
+    AF_EW_FLOOR,
+    AF_EW_CEIL,
+    AF_EW_ROUND,        /* to nearest, ties to even */
     AF_EW_CLIP,         /* min(max(x, a), b): the lower bound first, as ONNX orders them */
     AF_EW_NEG,
     AF_EW_ABS,

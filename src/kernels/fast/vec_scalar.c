@@ -62,6 +62,21 @@ FV_INLINE fv_v fv_sigmoid(fv_v v) {
 }
 FV_INLINE fv_v fv_tanh(fv_v v) { return tanhf(v); }
 FV_INLINE fv_v fv_erf(fv_v v) { return erff(v); }
+FV_INLINE fv_v fv_log(fv_v v) { return logf(v); }
+/* Split by sign so exp never overflows; NaN passes (v > 0 is false, then log1p(NaN)). */
+FV_INLINE fv_v fv_softplus(fv_v v) { return (v > 0 ? v : 0.0f) + log1pf(expf(-fabsf(v))); }
+FV_INLINE fv_v fv_expm1_neg(fv_v v) { return v > 0 ? 0.0f : expm1f(v); }
+FV_INLINE fv_v fv_floor(fv_v v) { return floorf(v); }
+FV_INLINE fv_v fv_ceil(fv_v v) { return ceilf(v); }
+/* Ties to even whatever the rounding mode (rintf would follow it), as the reference rounds. Floats
+ * of 2^23 and up, infinities and NaN are their own value. */
+FV_INLINE fv_v fv_round(fv_v v) {
+    if (!(fabsf(v) < 8388608.0f)) return v;
+    float r = floorf(v);
+    const float d = v - r; /* exact */
+    if (d > 0.5f || (d == 0.5f && ((int32_t)r & 1))) r += 1.0f;
+    return copysignf(r, v); /* -0.4 rounds to -0 */
+}
 
 FV_INLINE fv_dacc fv_dacc_zero(void) { return 0.0; }
 FV_INLINE void fv_dacc_add(fv_dacc *acc, fv_v v) { *acc += v; }
