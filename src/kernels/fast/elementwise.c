@@ -1,11 +1,13 @@
 /*
  * Fast float32 elementwise kernels: the one-input activations and math ops (Relu ... Reciprocal,
  * Log, Elu, Softplus, Floor, Ceil, Round, Clip with constant bounds, Identity, Dropout at
- * inference, Pow with a constant exponent of 2 or 0.5) and the two-input Add, Sub, Mul, Div, Max,
- * Min, PRelu. Binary broadcasting is collapsed to at most three dims in which each operand is
- * either whole or broadcast (same shapes, a scalar, [C,1,1] against [N,C,H,W], a trailing [K]
- * against [..., K], and their mixes); anything needing more runs the reference kernel. Big tensors
- * split into fixed chunks over the thread pool.
+ * inference, Pow with a constant exponent of 2 or 0.5), the two-input Add, Sub, Mul, Div, Max, Min,
+ * PRelu, and the variadic Sum, Mean, Max and Min of up to EW_MAX_INPUTS inputs. Broadcasting is
+ * collapsed, pair by pair, to at most three dims in which each operand is either whole or
+ * broadcast (same shapes, a scalar, [C,1,1] against [N,C,H,W], a trailing [K] against [..., K],
+ * and their mixes); anything needing more runs the reference kernel. A variadic op folds its
+ * inputs into the output left to right, as the reference does, one block of the output at a time
+ * while it is in L1. Big tensors split into fixed chunks over the thread pool.
  */
 #include <float.h>
 #include <math.h>
@@ -19,6 +21,8 @@
 #define EW_CHUNK 16384          /* elements per task */
 #define EW_PARALLEL_MIN 65536   /* smaller tensors run inline on the caller */
 #define EW_MAX_DIMS 3           /* collapsed broadcast dims the kernel walks */
+#define EW_MAX_INPUTS 8         /* inputs of a variadic op; more run the reference kernel */
+#define EW_BLOCK 2048           /* elements a variadic op folds every input into at a time */
 
 #define EW_NAMES(s) {"f32_" s "__scalar", "f32_" s "__avx2", "f32_" s "__avx512"}
 static const char *const unary_names[AF_EW_UNARY_COUNT][AF_ISA_COUNT] = {
@@ -39,12 +43,23 @@ static const char *const binary_names[AF_EW_BINARY_COUNT][AF_ISA_COUNT] = {
     [AF_EW_DIV] = EW_NAMES("vdiv"), [AF_EW_MAX] = EW_NAMES("vmax"),     [AF_EW_MIN] = EW_NAMES("vmin"),
     [AF_EW_PRELU] = EW_NAMES("vprelu"),
 };
+/* Variadic forms (other than Max and Min of two inputs), by their fold op; Mean is Sum's. */
+static const char *const fold_names[AF_EW_BINARY_COUNT][AF_ISA_COUNT] = {
+    [AF_EW_ADD] = EW_NAMES("vsum"), [AF_EW_MAX] = EW_NAMES("vmax_n"), [AF_EW_MIN] = EW_NAMES("vmin_n")};
+static const char *const mean_names[AF_ISA_COUNT] = EW_NAMES("vmean");
+
+typedef enum ew_kind {
+    EW_UNARY, /* y = unary(x) */
+    EW_NARY,  /* y = bin(... bin(bin(x0, x1), x2) ..., x[n_in - 1]), then / n_in for a mean */
+} ew_kind;
 
 typedef struct ew_state {
     const af_vec_kernels *vk;
-    bool binary;
+    ew_kind kind;
     af_ew_unary_op unary;
     af_ew_binary_op bin;
+    int n_in;   /* EW_NARY: inputs, 1..EW_MAX_INPUTS (2 for the binary ops) */
+    bool mean;  /* EW_NARY: divide the sum by n_in */
     float a, b; /* unary parameters */
 } ew_state;
 
@@ -93,38 +108,61 @@ static af_status collapse(const af_tensor *a, const af_tensor *b, const af_tenso
     return AF_OK;
 }
 
-/* A float tensor holding the data its shape needs. */
-static bool f32_ready(const af_tensor *t) {
+/* A tensor of dtype holding the data its shape needs. */
+static bool ready(const af_tensor *t, af_dtype dtype) {
     int64_t n = t ? af_tensor_numel(t) : -1;
-    return t && t->dtype == AF_DTYPE_FLOAT && n >= 0 && (n == 0 || (t->data && t->nbytes >= (size_t)n * 4));
+    return t && t->dtype == dtype && n >= 0 &&
+           (n == 0 || (t->data && t->nbytes >= (size_t)n * af_dtype_size(dtype)));
 }
 
 typedef struct ew_job {
     const ew_state *s;
-    const float *x, *xb;
+    const float *x[EW_MAX_INPUTS];
     float *y;
     int64_t n;
-    const ew_bcast *bc;
+    ew_bcast bc[EW_MAX_INPUTS]; /* EW_NARY: bc[1] walks (x0, x1), bc[k] (y, xk) after */
 } ew_job;
 
-/* Elements [start, end) of a binary op: runs along the innermost collapsed dim. */
-static void binary_range(const ew_job *j, int64_t start, int64_t end) {
-    const ew_bcast *bc = j->bc;
+/* Elements [start, end) of y = op(a, b) broadcast as bc: runs along the innermost collapsed dim. */
+static void binary_range(const ew_job *j, const float *a, const float *b, const ew_bcast *bc, int64_t start,
+                         int64_t end) {
     const int64_t d1 = bc->dims[1], d2 = bc->dims[2];
     int64_t pos = start;
     while (pos < end) {
         const int64_t i2 = pos % d2, i1 = pos / d2 % d1, i0 = pos / (d1 * d2);
         const int64_t len = d2 - i2 < end - pos ? d2 - i2 : end - pos;
-        const float *pa = j->x + i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
-        const float *pb = j->xb + i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
+        const float *pa = a + i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
+        const float *pb = b + i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
         j->s->vk->ew_binary(j->s->bin, len, pa, (int)bc->sa[2], pb, (int)bc->sb[2], j->y + pos);
         pos += len;
     }
 }
 
+/* Elements [start, end) of an EW_NARY op: the fold, a block at a time. */
+static void nary_range(const ew_job *j, int64_t start, int64_t end) {
+    const ew_state *s = j->s;
+    if (s->n_in == 1) { /* Sum, Mean, Max or Min of one input: the input */
+        if (j->x[0] != j->y) memcpy(j->y + start, j->x[0] + start, (size_t)(end - start) * sizeof *j->y);
+        return;
+    }
+    const int64_t block = s->n_in == 2 ? end - start : EW_BLOCK;
+    const float count = (float)s->n_in;
+    for (int64_t b0 = start; b0 < end; b0 += block) {
+        const int64_t b1 = end - b0 < block ? end : b0 + block;
+        binary_range(j, j->x[0], j->x[1], &j->bc[1], b0, b1);
+        for (int k = 2; k < s->n_in; k++) binary_range(j, j->y, j->x[k], &j->bc[k], b0, b1);
+        /* float y / n is the reference's double quotient rounded once (n is exact in both) */
+        if (s->mean) s->vk->ew_binary(AF_EW_DIV, b1 - b0, j->y + b0, 1, &count, 0, j->y + b0);
+    }
+}
+
 static void ew_range(const ew_job *j, int64_t start, int64_t end) {
-    if (j->s->binary) binary_range(j, start, end);
-    else j->s->vk->ew_unary(j->s->unary, j->s->a, j->s->b, end - start, j->x + start, j->y + start);
+    switch (j->s->kind) {
+    case EW_UNARY:
+        j->s->vk->ew_unary(j->s->unary, j->s->a, j->s->b, end - start, j->x[0] + start, j->y + start);
+        break;
+    case EW_NARY: nary_range(j, start, end); break;
+    }
 }
 
 static void ew_task(void *ctx, int task, int thread) {
@@ -138,23 +176,27 @@ static af_status ew_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi
                         void *workspace) {
     (void)workspace;
     const ew_state *s = k->state;
-    const af_tensor *x = af_ctx_input(c, 0), *xb = s->binary ? af_ctx_input(c, 1) : NULL;
+    const int n_in = s->kind == EW_NARY ? s->n_in : 1;
     af_tensor *y = af_ctx_output(c, 0);
     if (epi && epi->n_steps) return af_ctx_fail(c, AF_ERR_RUNTIME, "elementwise kernels take no epilogue");
-    if (!f32_ready(x) || !f32_ready(y) || (s->binary && !f32_ready(xb)))
-        return af_ctx_fail(c, AF_ERR_RUNTIME, "inputs and output must be float32 tensors with data");
-    ew_job j = {.s = s, .x = x->data, .y = y->data, .n = af_tensor_numel(y)};
-    ew_bcast bc;
-    if (s->binary) {
-        af_status st = collapse(x, xb, y, &bc);
-        if (st == AF_ERR_UNSUPPORTED) return af_op_info(c->node->op)->run(c); /* a broadcast we do not walk */
-        if (st != AF_OK) return af_ctx_fail(c, AF_ERR_RUNTIME, "input shapes do not broadcast to the output shape");
-        j.xb = xb->data;
-        j.bc = &bc;
-    } else if (af_tensor_numel(x) != j.n) {
-        return af_ctx_fail(c, AF_ERR_RUNTIME, "output has %lld elements, input %lld", (long long)j.n,
-                           (long long)af_tensor_numel(x));
+    if (c->n_inputs < n_in || !ready(y, AF_DTYPE_FLOAT))
+        return af_ctx_fail(c, AF_ERR_RUNTIME, "the output is not a float32 tensor with data");
+    ew_job j = {.s = s, .y = y->data, .n = af_tensor_numel(y)};
+    bool fits = true;
+    for (int i = 0; i < n_in && fits; i++) {
+        const af_tensor *x = af_ctx_input(c, i);
+        if (!ready(x, AF_DTYPE_FLOAT))
+            return af_ctx_fail(c, AF_ERR_RUNTIME, "input %d must be a float32 tensor with data", i);
+        j.x[i] = x->data;
+        if (s->kind != EW_NARY || n_in == 1) {
+            fits = af_tensor_numel(x) == j.n;
+        } else if (i > 0) {
+            const af_status st = collapse(i == 1 ? af_ctx_input(c, 0) : y, x, y, &j.bc[i]);
+            if (st == AF_ERR_UNSUPPORTED) return af_op_info(c->node->op)->run(c); /* a broadcast we do not walk */
+            fits = st == AF_OK;
+        }
     }
+    if (!fits) return af_ctx_fail(c, AF_ERR_RUNTIME, "input shapes do not fit the output shape");
     if (j.n <= EW_PARALLEL_MIN || af_threadpool_n_threads(pool) <= 1) ew_range(&j, 0, j.n);
     else af_threadpool_run(pool, (int)((j.n + EW_CHUNK - 1) / EW_CHUNK), ew_task, &j);
     return AF_OK;
@@ -244,18 +286,38 @@ static bool unary_of(const af_kernel_request *req, ew_state *s) {
     }
 }
 
-static bool binary_of(const af_node *n, ew_state *s) {
+/* Sets the op for a node of two or more float inputs (the binary ops) or one or more (the variadic
+ * Sum, Mean, Max, Min); false when no fast path covers it. */
+static bool nary_of(const af_node *n, ew_state *s) {
     switch (n->op) {
     case AF_OP_ADD: s->bin = AF_EW_ADD; break;
     case AF_OP_SUB: s->bin = AF_EW_SUB; break;
     case AF_OP_MUL: s->bin = AF_EW_MUL; break;
     case AF_OP_DIV: s->bin = AF_EW_DIV; break;
+    case AF_OP_PRELU: s->bin = AF_EW_PRELU; break;
     case AF_OP_MAX: s->bin = AF_EW_MAX; break;
     case AF_OP_MIN: s->bin = AF_EW_MIN; break;
-    case AF_OP_PRELU: s->bin = AF_EW_PRELU; break;
+    case AF_OP_SUM: s->bin = AF_EW_ADD; break;
+    case AF_OP_MEAN:
+        s->bin = AF_EW_ADD;
+        s->mean = true;
+        break;
     default: return false;
     }
-    return n->n_inputs == 2; /* Max/Min are variadic: only their two-input form */
+    s->n_in = n->n_inputs;
+    const bool variadic = n->op == AF_OP_MAX || n->op == AF_OP_MIN || n->op == AF_OP_SUM || n->op == AF_OP_MEAN;
+    return variadic ? s->n_in >= 1 && s->n_in <= EW_MAX_INPUTS : s->n_in == 2;
+}
+
+static const char *kernel_name(const af_node *n, const ew_state *s) {
+    const af_isa isa = s->vk->isa;
+    switch (s->kind) {
+    case EW_UNARY: return unary_names[s->unary][isa];
+    case EW_NARY: break;
+    }
+    if (s->mean) return mean_names[isa];
+    if (n->op == AF_OP_SUM || s->n_in != 2) return fold_names[s->bin][isa];
+    return binary_names[s->bin][isa];
 }
 
 af_status af_fast_elementwise_prepare(const af_kernel_request *req, af_kernel *k, af_error *err) {
@@ -264,21 +326,27 @@ af_status af_fast_elementwise_prepare(const af_kernel_request *req, af_kernel *k
     const af_tensor *y = n->n_outputs > 0 && n->outputs[0] >= 0 ? &req->graph->values[n->outputs[0]].t : NULL;
     if (!is_f32(x) || !is_f32(y)) return AF_OK;
     ew_state st = {.vk = af_vec_kernels_for(req->choice.isa)};
-    if (!unary_of(req, &st)) {
-        if (!binary_of(n, &st)) return AF_OK;
-        const af_tensor *b = af_kernel_input(req, 1);
-        if (!is_f32(b)) return AF_OK;
-        st.binary = true;
-        /* Static shapes with a broadcast we do not walk: the reference from the start. */
-        ew_bcast bc;
-        if (af_tensor_shape_known(x) && af_tensor_shape_known(b) && af_tensor_shape_known(y) &&
-            collapse(x, b, y, &bc) != AF_OK)
-            return AF_OK;
+    if (unary_of(req, &st)) {
+        st.kind = EW_UNARY;
+    } else if (nary_of(n, &st)) {
+        st.kind = EW_NARY;
+        for (int i = 1; i < st.n_in; i++) {
+            const af_tensor *b = af_kernel_input(req, i);
+            if (!is_f32(b)) return AF_OK;
+            /* Static shapes with a broadcast we do not walk: the reference from the start. */
+            const af_tensor *a = i == 1 ? x : y;
+            ew_bcast bc;
+            if (af_tensor_shape_known(a) && af_tensor_shape_known(b) && af_tensor_shape_known(y) &&
+                collapse(a, b, y, &bc) != AF_OK)
+                return AF_OK;
+        }
+    } else {
+        return AF_OK;
     }
     ew_state *s = af_malloc(sizeof *s);
     if (!s) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing '%s'", n->name);
     *s = st;
-    k->name = st.binary ? binary_names[st.bin][st.vk->isa] : unary_names[st.unary][st.vk->isa];
+    k->name = kernel_name(n, s);
     k->state = s;
     k->free_state = af_free;
     k->run = ew_run;
