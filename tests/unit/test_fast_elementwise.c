@@ -328,6 +328,49 @@ AF_TEST(fast_elementwise_variadic) {
     fx_pools_free(&pools);
 }
 
+/* ---- Cast ------------------------------------------------------------------------------------ */
+
+/* float32 -> int64 bit for bit: toward zero, NaN to 0, saturated past the range; the edges of the
+ * range, halves, denormals and huge values among random ones, at every vector tail. */
+AF_TEST(fast_elementwise_cast_to_int64) {
+    fx_pools pools;
+    CHECK(fx_pools_init(&pools));
+    static const float edges[] = {0x1p63f,    -0x1p63f,   0x1.fffffep62f, -0x1.fffffep62f, 0x1p64f, -0x1p64f,
+                                  0x1p31f,    -0x1p31f,   0x1p24f + 2,    -0x1p23f - 1,    0.5f,    -0.5f,
+                                  1.5f,       -1.5f,      0.99999994f,    -0.99999994f,    1e-45f,  -1e-45f,
+                                  FLT_MAX,    -FLT_MAX,   123456.789f,    -2.5f,           0.0f,    -0.0f};
+    for (int s = 0; s < N_SIZES; s++)
+        for (int like = 0; like < 2; like++) {
+            fx f;
+            fx_init(&f, like ? AF_OP_CAST_LIKE : AF_OP_CAST, 19);
+            af_tensor x = with_specials(1, &sizes[s], -1e4f, 1e4f, (uint64_t)s);
+            add_values(&x, IN_WIDE);
+            float *p = x.data;
+            for (int64_t i = 0; i < sizes[s]; i += 5) p[i] = edges[(i / 5) % (int64_t)(sizeof edges / sizeof *edges)];
+            fx_input(&f, x, false);
+            if (like) {
+                af_tensor t = {.dtype = AF_DTYPE_INT64, .rank = 1, .dims = {1}};
+                CHECK(af_tensor_alloc(&t, NULL) == AF_OK);
+                fx_input(&f, t, false);
+            } else {
+                fx_int(&f, "to", AF_DTYPE_INT64);
+            }
+            af_isa isas[AF_ISA_COUNT];
+            const int n_isa = fx_isas(isas);
+            for (int i = 0; i < n_isa; i++) {
+                const char *name = "";
+                const int64_t bad = fx_compare(&f, isas[i], &pools, FX_EXACT, &name);
+                if (bad != 0)
+                    printf("  n=%lld like=%d isa=%s: %lld off\n", (long long)sizes[s], like, af_isa_name(isas[i]),
+                           (long long)bad);
+                CHECK(bad == 0);
+                CHECK(fx_named_for(name, isas[i]));
+            }
+            fx_free(&f);
+        }
+    fx_pools_free(&pools);
+}
+
 /* ---- what stays with the reference ----------------------------------------------------------- */
 
 static bool covered(fx *f) {
@@ -381,6 +424,12 @@ AF_TEST(fast_elementwise_not_covered) {
     fx_input(&f, fx_rand(4, (int64_t[]){2, 3, 4, 5}, -2, 2, 1), false);
     fx_input(&f, fx_rand(4, (int64_t[]){2, 3, 4, 5}, -2, 2, 2), false);
     fx_input(&f, fx_rand(3, (int64_t[]){3, 1, 5}, -2, 2, 3), false);
+    CHECK(!covered(&f));
+    fx_free(&f);
+    /* Cast to another type than int64. */
+    fx_init(&f, AF_OP_CAST, 17);
+    fx_int(&f, "to", AF_DTYPE_INT32);
+    fx_input(&f, fx_rand(1, &n, -2, 2, 1), false);
     CHECK(!covered(&f));
     fx_free(&f);
     /* Ops outside the family. */

@@ -2,12 +2,12 @@
  * Fast float32 elementwise kernels: the one-input activations and math ops (Relu ... Reciprocal,
  * Log, Elu, Softplus, Floor, Ceil, Round, Clip with constant bounds, Identity, Dropout at
  * inference, Pow with a constant exponent of 2 or 0.5), the two-input Add, Sub, Mul, Div, Max, Min,
- * PRelu, and the variadic Sum, Mean, Max and Min of up to EW_MAX_INPUTS inputs. Broadcasting is
- * collapsed, pair by pair, to at most three dims in which each operand is either whole or
- * broadcast (same shapes, a scalar, [C,1,1] against [N,C,H,W], a trailing [K] against [..., K],
- * and their mixes); anything needing more runs the reference kernel. A variadic op folds its
- * inputs into the output left to right, as the reference does, one block of the output at a time
- * while it is in L1. Big tensors split into fixed chunks over the thread pool.
+ * PRelu, the variadic Sum, Mean, Max and Min of up to EW_MAX_INPUTS inputs, and Cast from float32 to
+ * int64. Broadcasting is collapsed, pair by pair, to at most three dims in which each operand is
+ * either whole or broadcast (same shapes, a scalar, [C,1,1] against [N,C,H,W], a trailing [K]
+ * against [..., K], and their mixes); anything needing more runs the reference kernel. A variadic
+ * op folds its inputs into the output left to right, as the reference does, one block of the output
+ * at a time while it is in L1. Big tensors split into fixed chunks over the thread pool.
  */
 #include <float.h>
 #include <math.h>
@@ -47,10 +47,12 @@ static const char *const binary_names[AF_EW_BINARY_COUNT][AF_ISA_COUNT] = {
 static const char *const fold_names[AF_EW_BINARY_COUNT][AF_ISA_COUNT] = {
     [AF_EW_ADD] = EW_NAMES("vsum"), [AF_EW_MAX] = EW_NAMES("vmax_n"), [AF_EW_MIN] = EW_NAMES("vmin_n")};
 static const char *const mean_names[AF_ISA_COUNT] = EW_NAMES("vmean");
+static const char *const cast_names[AF_ISA_COUNT] = EW_NAMES("cast_to_i64");
 
 typedef enum ew_kind {
     EW_UNARY, /* y = unary(x) */
     EW_NARY,  /* y = bin(... bin(bin(x0, x1), x2) ..., x[n_in - 1]), then / n_in for a mean */
+    EW_CAST,  /* float32 -> int64 */
 } ew_kind;
 
 typedef struct ew_state {
@@ -119,6 +121,7 @@ typedef struct ew_job {
     const ew_state *s;
     const float *x[EW_MAX_INPUTS];
     float *y;
+    int64_t *yi; /* EW_CAST's output */
     int64_t n;
     ew_bcast bc[EW_MAX_INPUTS]; /* EW_NARY: bc[1] walks (x0, x1), bc[k] (y, xk) after */
 } ew_job;
@@ -162,6 +165,7 @@ static void ew_range(const ew_job *j, int64_t start, int64_t end) {
         j->s->vk->ew_unary(j->s->unary, j->s->a, j->s->b, end - start, j->x[0] + start, j->y + start);
         break;
     case EW_NARY: nary_range(j, start, end); break;
+    case EW_CAST: j->s->vk->cast_f32_i64(end - start, j->x[0] + start, j->yi + start); break;
     }
 }
 
@@ -179,9 +183,12 @@ static af_status ew_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi
     const int n_in = s->kind == EW_NARY ? s->n_in : 1;
     af_tensor *y = af_ctx_output(c, 0);
     if (epi && epi->n_steps) return af_ctx_fail(c, AF_ERR_RUNTIME, "elementwise kernels take no epilogue");
-    if (c->n_inputs < n_in || !ready(y, AF_DTYPE_FLOAT))
-        return af_ctx_fail(c, AF_ERR_RUNTIME, "the output is not a float32 tensor with data");
-    ew_job j = {.s = s, .y = y->data, .n = af_tensor_numel(y)};
+    if (c->n_inputs < n_in || !ready(y, s->kind == EW_CAST ? AF_DTYPE_INT64 : AF_DTYPE_FLOAT))
+        return af_ctx_fail(c, AF_ERR_RUNTIME, "the output is not a %s tensor with data",
+                           s->kind == EW_CAST ? "int64" : "float32");
+    ew_job j = {.s = s, .n = af_tensor_numel(y)};
+    if (s->kind == EW_CAST) j.yi = y->data;
+    else j.y = y->data;
     bool fits = true;
     for (int i = 0; i < n_in && fits; i++) {
         const af_tensor *x = af_ctx_input(c, i);
@@ -313,6 +320,7 @@ static const char *kernel_name(const af_node *n, const ew_state *s) {
     const af_isa isa = s->vk->isa;
     switch (s->kind) {
     case EW_UNARY: return unary_names[s->unary][isa];
+    case EW_CAST: return cast_names[isa];
     case EW_NARY: break;
     }
     if (s->mean) return mean_names[isa];
@@ -324,9 +332,14 @@ af_status af_fast_elementwise_prepare(const af_kernel_request *req, af_kernel *k
     const af_node *n = req->node;
     const af_tensor *x = af_kernel_input(req, 0);
     const af_tensor *y = n->n_outputs > 0 && n->outputs[0] >= 0 ? &req->graph->values[n->outputs[0]].t : NULL;
-    if (!is_f32(x) || !is_f32(y)) return AF_OK;
+    if (!is_f32(x) || !y) return AF_OK;
     ew_state st = {.vk = af_vec_kernels_for(req->choice.isa)};
-    if (unary_of(req, &st)) {
+    if (n->op == AF_OP_CAST || n->op == AF_OP_CAST_LIKE) {
+        if (y->dtype != AF_DTYPE_INT64) return AF_OK;
+        st.kind = EW_CAST;
+    } else if (!is_f32(y)) {
+        return AF_OK;
+    } else if (unary_of(req, &st)) {
         st.kind = EW_UNARY;
     } else if (nary_of(n, &st)) {
         st.kind = EW_NARY;

@@ -175,10 +175,51 @@ FV_INLINE void fv_int2(const fv_v in[4], float *p, int64_t n) {
 #include "kernels/fast/winograd_body.h"
 #include "kernels/fast/phase_body.h"
 
+/* 4 floats to int64 toward zero, from their bits (AVX2 has no such conversion): the 24-bit
+ * significand shifted by the biased exponent - 150, left or right (counts of 64 and up shift
+ * everything out, so fractions and denormals give 0), then the sign; NaN gives 0, and magnitudes
+ * from 2^63 up (biased exponent 190 and up, infinities included) INT64_MAX or INT64_MIN, as the
+ * reference converts. */
+FV_INLINE __m256i cast_i64_4(__m128 v) {
+    const __m256i bits = _mm256_cvtepu32_epi64(_mm_castps_si128(v));
+    const __m256i e = _mm256_and_si256(_mm256_srli_epi64(bits, 23), _mm256_set1_epi64x(0xff));
+    const __m256i m =
+        _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi64x(0x7fffff)), _mm256_set1_epi64x(0x800000));
+    const __m256i mag = _mm256_or_si256(_mm256_sllv_epi64(m, _mm256_sub_epi64(e, _mm256_set1_epi64x(150))),
+                                        _mm256_srlv_epi64(m, _mm256_sub_epi64(_mm256_set1_epi64x(150), e)));
+    const __m256i neg = _mm256_cvtepi32_epi64(_mm_srai_epi32(_mm_castps_si128(v), 31)); /* all ones below 0 */
+    __m256i r = _mm256_sub_epi64(_mm256_xor_si256(mag, neg), neg);
+    const __m256i big = _mm256_cmpgt_epi64(e, _mm256_set1_epi64x(189));
+    r = _mm256_blendv_epi8(r, _mm256_xor_si256(_mm256_set1_epi64x(INT64_MAX), neg), big);
+    return _mm256_andnot_si256(_mm256_cvtepi32_epi64(_mm_castps_si128(_mm_cmpunord_ps(v, v))), r);
+}
+
+/* The first k of 4 int64 lanes (0 <= k <= 4). */
+FV_INLINE __m256i tail_i64(int64_t k) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(k), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+
+FV_TARGET static void FV_NAME(f32_cast_i64)(int64_t n, const float *x, int64_t *y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        _mm256_storeu_si256((__m256i *)(y + i), cast_i64_4(_mm256_castps256_ps128(v)));
+        _mm256_storeu_si256((__m256i *)(y + i + 4), cast_i64_4(_mm256_extractf128_ps(v, 1)));
+    }
+    if (i < n) {
+        const int64_t k = n - i;
+        const __m256 v = _mm256_maskload_ps(x + i, fv_tail(k));
+        _mm256_maskstore_epi64((long long *)(y + i), tail_i64(k < 4 ? k : 4), cast_i64_4(_mm256_castps256_ps128(v)));
+        if (k > 4)
+            _mm256_maskstore_epi64((long long *)(y + i + 4), tail_i64(k - 4), cast_i64_4(_mm256_extractf128_ps(v, 1)));
+    }
+}
+
 const af_vec_kernels af_vec_avx2 = {
     .isa = AF_ISA_AVX2,
     .ew_unary = FV_NAME(f32_ew_unary),
     .ew_binary = FV_NAME(f32_ew_binary),
+    .cast_f32_i64 = FV_NAME(f32_cast_i64),
     .strided_plane = FV_NAME(f32_strided_plane),
     .phase_planes = FV_NAME(f32_phase_planes),
     .pool2d_plane = FV_NAME(f32_pool2d_plane),

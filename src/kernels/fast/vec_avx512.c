@@ -159,10 +159,36 @@ FV_INLINE void fv_int2(const fv_v in[4], float *p, int64_t n) {
 #include "kernels/fast/winograd_body.h"
 #include "kernels/fast/phase_body.h"
 
+/* 8 floats to int64 toward zero: vcvttps2qq gives INT64_MIN (its "integer indefinite") for NaN and
+ * past the range, which is right below -2^63; NaN becomes 0 and 2^63 and up INT64_MAX, as the
+ * reference converts. */
+FV_INLINE __m512i cast_i64_8(__m256 v) {
+    const __mmask8 nan = _mm256_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __mmask8 big = _mm256_cmp_ps_mask(v, _mm256_set1_ps(0x1p63f), _CMP_GE_OQ);
+    const __m512i r = _mm512_mask_mov_epi64(_mm512_cvttps_epi64(v), big, _mm512_set1_epi64(INT64_MAX));
+    return _mm512_maskz_mov_epi64((__mmask8)~nan, r);
+}
+
+FV_TARGET static void FV_NAME(f32_cast_i64)(int64_t n, const float *x, int64_t *y) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        _mm512_storeu_si512(y + i, cast_i64_8(_mm512_castps512_ps256(v)));
+        _mm512_storeu_si512(y + i + 8, cast_i64_8(_mm512_extractf32x8_ps(v, 1)));
+    }
+    if (i < n) { /* masked-off lanes neither load nor store, even past the end */
+        const __mmask16 m = fv_tail(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        _mm512_mask_storeu_epi64(y + i, (__mmask8)m, cast_i64_8(_mm512_castps512_ps256(v)));
+        _mm512_mask_storeu_epi64(y + i + 8, (__mmask8)(m >> 8), cast_i64_8(_mm512_extractf32x8_ps(v, 1)));
+    }
+}
+
 const af_vec_kernels af_vec_avx512 = {
     .isa = AF_ISA_AVX512,
     .ew_unary = FV_NAME(f32_ew_unary),
     .ew_binary = FV_NAME(f32_ew_binary),
+    .cast_f32_i64 = FV_NAME(f32_cast_i64),
     .strided_plane = FV_NAME(f32_strided_plane),
     .phase_planes = FV_NAME(f32_phase_planes),
     .pool2d_plane = FV_NAME(f32_pool2d_plane),

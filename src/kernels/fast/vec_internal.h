@@ -79,6 +79,9 @@ typedef struct af_vec_kernels {
     void (*ew_unary)(af_ew_unary_op op, float a, float b, int64_t n, const float *x, float *y);
     /* y[i] = op(a[i * sa], b[i * sb]) for i < n; sa, sb are 0 (a scalar) or 1. */
     void (*ew_binary)(af_ew_binary_op op, int64_t n, const float *a, int sa, const float *b, int sb, float *y);
+    /* y[i] = x[i] as int64 for i < n, as the reference Cast converts: toward zero, NaN to 0, values
+     * past the int64 range to INT64_MIN / INT64_MAX. */
+    void (*cast_f32_i64)(int64_t n, const float *x, int64_t *y);
     /* y[i][j] (hq x wq) = x[sy i + r0][sx j + c0] of the h x w plane x, zero outside it, reading
      * only the elements copied. */
     void (*strided_plane)(int64_t hq, int64_t wq, int64_t sy, int64_t sx, const float *x, int64_t h, int64_t w,

@@ -99,10 +99,19 @@ FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
 #include "kernels/fast/winograd_body.h"
 #include "kernels/fast/phase_body.h"
 
+/* Toward zero; NaN 0, and past the int64 range INT64_MIN / INT64_MAX, as the reference converts. */
+static void FV_NAME(f32_cast_i64)(int64_t n, const float *x, int64_t *y) {
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        y[i] = v != v ? 0 : v >= 0x1p63f ? INT64_MAX : v < -0x1p63f ? INT64_MIN : (int64_t)v;
+    }
+}
+
 const af_vec_kernels af_vec_scalar = {
     .isa = AF_ISA_SCALAR,
     .ew_unary = FV_NAME(f32_ew_unary),
     .ew_binary = FV_NAME(f32_ew_binary),
+    .cast_f32_i64 = FV_NAME(f32_cast_i64),
     .strided_plane = FV_NAME(f32_strided_plane),
     .phase_planes = FV_NAME(f32_phase_planes),
     .pool2d_plane = FV_NAME(f32_pool2d_plane),
