@@ -110,6 +110,36 @@ AF_TEST(region_broadcasts_match_explicit_indexing) {
     af_threadpool_free(pools[1]);
 }
 
+/* Runs model m fused into one region (fusion level 3, elementwise_chain "always": on a slow ISA the
+ * cost layer may price the chain apart) and unfused on inputs x [1, 8, 33, 31] and r [1, 8, 1, 1],
+ * and checks that the fused plan is one step giving the unfused bits. */
+static void check_one_region_as_unfused(af_model *m) {
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, "/tmp/af_region_chain_%d.json", (int)getpid());
+    af_test_write_file(cfg, "{\"fusion_policy\": {\"elementwise_chain\": \"always\"}}");
+    af_session *fused = m ? af_test_session(m, 3, cfg) : NULL, *plain = m ? af_test_session(m, 0, NULL) : NULL;
+    remove(cfg);
+    CHECK(fused && plain);
+    if (fused && plain) {
+        CHECK_EQ_INT(af_session_n_steps(fused), 1);
+        float xd[8 * 33 * 31], rd[8];
+        for (int i = 0; i < 8 * 33 * 31; i++) xd[i] = (float)((i * 7919) % 10007 - 5003) / 1251.0f;
+        for (int i = 0; i < 8; i++) rd[i] = (float)i - 3.5f;
+        const af_tensor in[2] = {{.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {1, 8, 33, 31}, .data = xd},
+                                 {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {1, 8, 1, 1}, .data = rd}};
+        const char *names[2] = {"in0", "in1"};
+        af_error err = {0};
+        CHECK(af_session_run(fused, 2, names, in, &err) == AF_OK);
+        CHECK(af_session_run(plain, 2, names, in, &err) == AF_OK);
+        const af_tensor *a = af_session_output(fused, 0), *p = af_session_output(plain, 0);
+        CHECK(a && p && af_tensor_numel(a) == 8 * 33 * 31 && af_tensor_numel(p) == 8 * 33 * 31);
+        if (a && p && af_tensor_numel(a) == af_tensor_numel(p))
+            CHECK(memcmp(a->data, p->data, (size_t)af_tensor_numel(a) * sizeof(float)) == 0);
+    }
+    af_session_free(fused);
+    af_session_free(plain);
+}
+
 /* A chain of every op the region runs on the vector kernels, fused into one region, gives the bits
  * of the same ops unfused (the elementwise kernels), and runs as one step. */
 AF_TEST(region_chain_matches_unfused_bits) {
@@ -125,29 +155,29 @@ AF_TEST(region_chain_matches_unfused_bits) {
     af_model *m = ob_load(b, NULL);
     ob_free(b);
     CHECK(m != NULL);
-    char cfg[64]; /* "always": on a slow ISA the cost layer may price the chain apart */
-    snprintf(cfg, sizeof cfg, "/tmp/af_region_chain_%d.json", (int)getpid());
-    af_test_write_file(cfg, "{\"fusion_policy\": {\"elementwise_chain\": \"always\"}}");
-    af_session *fused = m ? af_test_session(m, 3, cfg) : NULL, *plain = m ? af_test_session(m, 0, NULL) : NULL;
-    remove(cfg);
-    CHECK(fused && plain);
-    if (fused && plain) {
-        CHECK_EQ_INT(af_session_n_steps(fused), 1);
-        float xd[8 * 33 * 31], rd[8];
-        for (int i = 0; i < 8 * 33 * 31; i++) xd[i] = (float)((i * 37) % 101 - 50) / 17.0f;
-        for (int i = 0; i < 8; i++) rd[i] = (float)i - 3.5f;
-        const af_tensor in[2] = {{.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {1, 8, 33, 31}, .data = xd},
-                                 {.dtype = AF_DTYPE_FLOAT, .rank = 4, .dims = {1, 8, 1, 1}, .data = rd}};
-        const char *names[2] = {"in0", "in1"};
-        af_error err = {0};
-        CHECK(af_session_run(fused, 2, names, in, &err) == AF_OK);
-        CHECK(af_session_run(plain, 2, names, in, &err) == AF_OK);
-        const af_tensor *a = af_session_output(fused, 0), *p = af_session_output(plain, 0);
-        CHECK(a && p && af_tensor_numel(a) == 8 * 33 * 31 && af_tensor_numel(p) == 8 * 33 * 31);
-        if (a && p && af_tensor_numel(a) == af_tensor_numel(p))
-            CHECK(memcmp(a->data, p->data, (size_t)af_tensor_numel(a) * sizeof(float)) == 0);
-    }
-    af_session_free(fused);
-    af_session_free(plain);
+    check_one_region_as_unfused(m);
+    af_model_free(m);
+}
+
+/* The same for Log, Softplus, Elu, Floor, Ceil, Round and the variadic Sum, Mean, Max and Min (of
+ * three inputs, a scalar and a broadcast one among them). */
+AF_TEST(region_rounding_log_and_variadic_ops_match_unfused_bits) {
+    ob_model *b = ob_new(17);
+    const char *x = ob_input(b, 4, (int64_t[]){1, 8, 33, 31});
+    const char *r = ob_input(b, 4, (int64_t[]){1, 8, 1, 1});
+    const char *lg = ob_node1(b, "Log", ob_node1(b, "Abs", x)); /* -inf at 0 */
+    const char *sp = ob_node1(b, "Softplus", ob_node2(b, "Mul", x, ob_scalar(b, 9.0f)));
+    const char *elu = ob_node1(b, "Elu", x);
+    ob_attr_f(b, "alpha", 0.3f);
+    const char *rd = ob_node1(b, "Round", ob_node2(b, "Mul", x, ob_scalar(b, 2.0f))); /* ties */
+    const char *fl = ob_node1(b, "Floor", x), *ce = ob_node1(b, "Ceil", x);
+    const char *sum = ob_node(b, "Sum", 3, (const char *[]){lg, sp, r});
+    const char *mean = ob_node(b, "Mean", 3, (const char *[]){elu, ob_scalar(b, 0.25f), rd});
+    const char *mx = ob_node(b, "Max", 3, (const char *[]){sum, fl, mean});
+    ob_output(b, ob_node(b, "Min", 3, (const char *[]){mx, ce, ob_node2(b, "Add", r, ob_scalar(b, 1.0f))}));
+    af_model *m = ob_load(b, NULL);
+    ob_free(b);
+    CHECK(m != NULL);
+    check_one_region_as_unfused(m);
     af_model_free(m);
 }

@@ -11,19 +11,22 @@
 #include "kernels/fast/region.h"
 #include "kernels/fast/vec_internal.h"
 
-/* The ops the vector kernels run as the unfused elementwise kernels do (Pow aside: its exponent). */
+/* The ops the vector kernels run as the unfused elementwise kernels do (Pow, Elu and the variadic
+ * ops aside: their exponent, alpha and inputs). */
 static const struct {
     af_op op;
     af_region_vec_kind kind;
     int ew; /* af_ew_unary_op or af_ew_binary_op */
 } vec_ops[] = {
     {AF_OP_ERF, AF_REGION_VEC_UNARY, AF_EW_ERF},         {AF_OP_EXP, AF_REGION_VEC_UNARY, AF_EW_EXP},
+    {AF_OP_LOG, AF_REGION_VEC_UNARY, AF_EW_LOG},         {AF_OP_SOFTPLUS, AF_REGION_VEC_UNARY, AF_EW_SOFTPLUS},
+    {AF_OP_FLOOR, AF_REGION_VEC_UNARY, AF_EW_FLOOR},     {AF_OP_CEIL, AF_REGION_VEC_UNARY, AF_EW_CEIL},
+    {AF_OP_ROUND, AF_REGION_VEC_UNARY, AF_EW_ROUND},
     {AF_OP_NEG, AF_REGION_VEC_UNARY, AF_EW_NEG},         {AF_OP_ABS, AF_REGION_VEC_UNARY, AF_EW_ABS},
     {AF_OP_SQRT, AF_REGION_VEC_UNARY, AF_EW_SQRT},       {AF_OP_RECIPROCAL, AF_REGION_VEC_UNARY, AF_EW_RECIPROCAL},
     {AF_OP_IDENTITY, AF_REGION_VEC_UNARY, AF_EW_COPY},   {AF_OP_ADD, AF_REGION_VEC_BINARY, AF_EW_ADD},
     {AF_OP_SUB, AF_REGION_VEC_BINARY, AF_EW_SUB},        {AF_OP_MUL, AF_REGION_VEC_BINARY, AF_EW_MUL},
-    {AF_OP_DIV, AF_REGION_VEC_BINARY, AF_EW_DIV},        {AF_OP_MAX, AF_REGION_VEC_BINARY, AF_EW_MAX},
-    {AF_OP_MIN, AF_REGION_VEC_BINARY, AF_EW_MIN},        {AF_OP_PRELU, AF_REGION_VEC_BINARY, AF_EW_PRELU},
+    {AF_OP_DIV, AF_REGION_VEC_BINARY, AF_EW_DIV},        {AF_OP_PRELU, AF_REGION_VEC_BINARY, AF_EW_PRELU},
 };
 
 static bool is_f32(const af_graph *g, int v) { return v >= 0 && g->values[v].t.dtype == AF_DTYPE_FLOAT; }
@@ -41,6 +44,17 @@ static af_region_vec vec_form(const af_graph *g, const af_node *n) {
         if (x != 2.0f && x != 0.5f) return none;
         return (af_region_vec){.kind = AF_REGION_VEC_UNARY, .op = x == 2.0f ? AF_EW_SQUARE : AF_EW_POW_HALF};
     }
+    if (n->op == AF_OP_SUM || n->op == AF_OP_MEAN || n->op == AF_OP_MAX || n->op == AF_OP_MIN) {
+        if (n->n_inputs < 2) return none;
+        for (int k = 1; k < n->n_inputs; k++)
+            if (!is_f32(g, n->inputs[k])) return none;
+        const bool pair = n->n_inputs == 2 && n->op != AF_OP_MEAN; /* the binary op, as unfused */
+        const int ew = n->op == AF_OP_MAX ? AF_EW_MAX : n->op == AF_OP_MIN ? AF_EW_MIN : AF_EW_ADD;
+        return (af_region_vec){.kind = pair ? AF_REGION_VEC_BINARY : AF_REGION_VEC_FOLD, .op = ew,
+                               .mean = n->op == AF_OP_MEAN};
+    }
+    if (n->op == AF_OP_ELU)
+        return (af_region_vec){.kind = AF_REGION_VEC_UNARY, .op = AF_EW_ELU, .a = af_node_attr_float(n, "alpha", 1.0f)};
     for (size_t i = 0; i < sizeof vec_ops / sizeof vec_ops[0]; i++) {
         if (vec_ops[i].op != n->op) continue;
         if (vec_ops[i].kind == AF_REGION_VEC_BINARY && (n->n_inputs != 2 || !is_f32(g, n->inputs[1]))) return none;

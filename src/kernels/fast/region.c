@@ -115,6 +115,16 @@ static bool vector_op(const region_state *st, const af_region_instr *in, const v
         st->vk->ew_binary((af_ew_binary_op)in->vec.op, t, ptr[0], scalar[0] ? 0 : 1, ptr[1], scalar[1] ? 0 : 1, y);
         return true;
     }
+    if (in->vec.kind == AF_REGION_VEC_FOLD && in->n_args >= 2 && !(scalar[0] && scalar[1])) {
+        const af_ew_binary_op op = (af_ew_binary_op)in->vec.op;
+        for (int a = 0; a < in->n_args; a++)
+            if (!ptr[a]) return false;
+        st->vk->ew_binary(op, t, ptr[0], scalar[0] ? 0 : 1, ptr[1], scalar[1] ? 0 : 1, y);
+        for (int a = 2; a < in->n_args; a++) st->vk->ew_binary(op, t, y, 1, ptr[a], scalar[a] ? 0 : 1, y);
+        const float count = (float)in->n_args;
+        if (in->vec.mean) st->vk->ew_binary(AF_EW_DIV, t, y, 1, &count, 0, y);
+        return true;
+    }
     return false;
 }
 

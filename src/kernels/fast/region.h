@@ -31,13 +31,21 @@ typedef struct af_region_arg {
     int index;
 } af_region_arg;
 
-/* A float32 op of the vector layer's (src/kernels/fast/vec_internal.h): ew_unary with a, b, or
- * ew_binary of two operands, either of which may be a scalar. */
-typedef enum af_region_vec_kind { AF_REGION_VEC_NONE, AF_REGION_VEC_UNARY, AF_REGION_VEC_BINARY } af_region_vec_kind;
+/* A float32 op of the vector layer's (src/kernels/fast/vec_internal.h): ew_unary with a, b;
+ * ew_binary of two operands, either of which may be a scalar; or ew_binary folded over every
+ * operand left to right (the variadic Sum, Max, Min; Mean then divides by their count), as the
+ * unfused kernel folds them, the first two not both scalars. */
+typedef enum af_region_vec_kind {
+    AF_REGION_VEC_NONE,
+    AF_REGION_VEC_UNARY,
+    AF_REGION_VEC_BINARY,
+    AF_REGION_VEC_FOLD,
+} af_region_vec_kind;
 typedef struct af_region_vec {
     af_region_vec_kind kind;
     int op; /* af_ew_unary_op or af_ew_binary_op */
     float a, b;
+    bool mean; /* AF_REGION_VEC_FOLD: divide by the operand count */
 } af_region_vec;
 
 typedef struct af_region_instr {
