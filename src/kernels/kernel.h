@@ -94,6 +94,7 @@ af_status af_fast_reduce_prepare(const af_kernel_request *req, af_kernel *k, af_
 af_status af_fast_recurrent_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
 af_status af_fast_resize_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
 af_status af_fast_pad_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
+af_status af_fast_expand_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
 af_status af_fast_transpose_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
 af_status af_fast_mask_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);
 af_status af_fast_select_axis_prepare(const af_kernel_request *req, af_kernel *k, af_error *err);

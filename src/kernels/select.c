@@ -51,6 +51,8 @@ af_status af_kernel_select(const af_kernel_request *req, af_kernel *k, af_error 
         return af_fast_einsum_prepare(req, k, err);
     case AF_OP_PAD:
         return af_fast_pad_prepare(req, k, err);
+    case AF_OP_EXPAND:
+        return af_fast_expand_prepare(req, k, err);
     case AF_OP_RESIZE:
         return af_fast_resize_prepare(req, k, err);
     case AF_OP_SOFTMAX:
