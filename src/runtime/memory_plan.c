@@ -32,7 +32,12 @@ static bool elementwise_in_place(const af_node *n) {
     case AF_OP_RECIPROCAL:
     case AF_OP_NEG:
     case AF_OP_ABS:
-    case AF_OP_CLIP: return n->n_outputs == 1;
+    case AF_OP_CLIP:
+    case AF_OP_ELU:
+    case AF_OP_SELU:
+    case AF_OP_FLOOR:
+    case AF_OP_CEIL:
+    case AF_OP_ROUND: return n->n_outputs == 1;
     case AF_OP_ADD:
     case AF_OP_SUB:
     case AF_OP_MUL:

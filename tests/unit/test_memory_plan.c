@@ -452,6 +452,50 @@ AF_TEST(memory_plan_keeps_a_maskless_dropout_in_its_input) {
     af_model_free(m);
 }
 
+/* Elu, Selu, Floor, Ceil and Round read element i before writing it, in their fast and reference
+ * kernels alike: each written in place over the Relu before it (Relu -> OP -> Exp), and the output
+ * is exp(OP(relu(x))) computed on the arena's bytes. */
+AF_TEST(memory_plan_writes_rounding_and_elu_ops_in_place) {
+    static const char *const ops[] = {"Elu", "Selu", "Floor", "Ceil", "Round"};
+    float xd[160];
+    for (int i = 0; i < 160; i++) xd[i] = (float)((i * 7) % 23) / 4.0f - 1.5f;
+    for (int o = 0; o < 5; o++) {
+        ob_model *b = ob_new(13);
+        const char *r = ob_node1(b, "Relu", ob_input(b, 2, (int64_t[]){4, 40}));
+        const char *v = ob_node1(b, ops[o], r);
+        ob_output(b, ob_node1(b, "Exp", v));
+        af_model *m = load_built(b);
+        if (!m) return;
+        const af_graph *g = m->graph;
+        planned p;
+        CHECK(plan_unfused(g, &p));
+        int in_place = 0;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const af_node *n = &g->nodes[i];
+            if (strcmp(n->op_type, ops[o])) continue;
+            in_place += p.lt.alias[n->outputs[0]] == n->inputs[0] &&
+                        p.mp.offset[n->outputs[0]] == p.mp.offset[n->inputs[0]] && p.mp.offset[n->inputs[0]] >= 0;
+        }
+        CHECK_EQ_INT(in_place, 1);
+        af_tensor y = {0};
+        CHECK(run_on_arena(g, &p, (af_tensor){.dtype = AF_DTYPE_FLOAT, .rank = 2, .dims = {4, 40}, .data = xd,
+                                              .nbytes = sizeof xd},
+                           &y));
+        int off = 0;
+        for (int i = 0; y.data && i < 160; i++) {
+            const double t = xd[i] > 0 ? xd[i] : 0; /* Elu and Selu are x and 1.0507 x at t >= 0 */
+            const double u = o == 0 ? t : o == 1 ? 1.05070102214813232421875 * t : o == 2 ? floor(t) : o == 3 ? ceil(t)
+                                                                                              : nearbyint(t);
+            off += fabs(((float *)y.data)[i] - exp(u)) > 1e-5 * exp(u);
+        }
+        CHECK(y.data != NULL);
+        CHECK_EQ_INT(off, 0);
+        af_tensor_free_data(&y);
+        planned_free(&p);
+        af_model_free(m);
+    }
+}
+
 /* A Gather of one constant index along the outermost axis (Swin's q, k, v = qkv[0], qkv[1],
  * qkv[2]) reads its run where the input has it: Relu -> Gather(1), Gather(-1) -> Transpose ->
  * Sub; both Gathers lie inside the Relu's output at their runs, and the output is r[1]^T - r[2]^T
