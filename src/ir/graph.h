@@ -144,6 +144,13 @@ void af_graph_remove_dead(af_graph *g);
  * same arithmetic without the padded copy. The Pad is left unread for af_graph_remove_dead.
  * Graphs with subgraphs are left alone. Returns the pads moved. */
 int af_graph_merge_pads(af_graph *g);
+/* Drops the taps of a 2-D Conv (constant float weights, explicit pads, static shapes) that read
+ * only padding at every output position, when the taps kept are the kernel's own rectangle and
+ * the pads shrink to match: a dilated 3x3 over a plane smaller than its dilation (DeepLabV3's
+ * ASPP: dilation 24 and 36 on 14x14) is then the 1x1 conv it computes. The node reads a new
+ * constant of the kept taps; a tap it drops multiplied zeros only (it is not dropped where one of
+ * its weights is not finite: 0 x inf is NaN). Returns the convs changed. */
+int af_graph_prune_conv_taps(af_graph *g);
 /* Infers dtypes and shapes of every node output from the inputs' declared shapes. */
 af_status af_graph_infer_shapes(af_graph *g, af_error *err);
 /* Evaluates nodes whose inputs are all constant, and Shape/Size of statically shaped values,

@@ -564,6 +564,7 @@ static af_status load_model(const Onnx__ModelProto *mp, const char *base_dir, co
         size_t fold = lc.lim.max_fold_bytes > SIZE_MAX ? SIZE_MAX : (size_t)lc.lim.max_fold_bytes;
         if ((st = af_graph_fold_constants(m->graph, fold, err)) != AF_OK) return st;
         af_graph_merge_pads(m->graph);
+        af_graph_prune_conv_taps(m->graph);
         af_graph_remove_dead(m->graph);
         /* Folding shape arithmetic in part removes nodes from the middle of chains, which leaves
          * an order the sort would not give: sort again, so a saved model reloads in its order. */
