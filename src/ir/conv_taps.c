@@ -32,24 +32,6 @@ static const int64_t *ints_of(const af_node *n, const char *name, int count, boo
     return got == count ? v : NULL;
 }
 
-static bool set_ints(af_node *n, const char *name, int count, const int64_t *v) {
-    for (int a = 0; a < n->n_attrs; a++) {
-        af_attr *at = &n->attrs[a];
-        if (strcmp(at->name, name) != 0) continue;
-        int64_t *copy = af_malloc((size_t)count * sizeof *copy);
-        if (!copy || at->type != AF_ATTR_INTS) {
-            af_free(copy);
-            return false;
-        }
-        memcpy(copy, v, (size_t)count * sizeof *copy);
-        af_free(at->ints);
-        at->ints = copy;
-        at->n = count;
-        return true;
-    }
-    return false;
-}
-
 /* A new constant holding w's taps [ky0, ky0 + kh) x [kx0, kx0 + kw) of every (m, c), named after
  * w; its id, or -1 (out of memory, or a weight it drops is not finite: 0 x inf is NaN). */
 static int sliced_weights(af_graph *g, int w, int64_t ky0, int64_t kh, int64_t kx0, int64_t kw) {
@@ -116,13 +98,13 @@ int af_graph_prune_conv_taps(af_graph *g) {
         }
         if (!ok || !smaller) continue;
         const int64_t kernel[2] = {hi[0] - lo[0] + 1, hi[1] - lo[1] + 1};
-        if (has_kernel && !set_ints(n, "kernel_shape", 2, kernel)) continue;
+        if (has_kernel && !af_node_set_ints(n, "kernel_shape", 2, kernel)) continue;
         const int v = sliced_weights(g, n->inputs[1], lo[0], kernel[0], lo[1], kernel[1]);
         n = &g->nodes[i]; /* adding a value never moves nodes, but stay safe */
-        if (v < 0 || !set_ints(n, "pads", 4, new_pads)) {
+        if (v < 0 || !af_node_set_ints(n, "pads", 4, new_pads)) {
             if (has_kernel) { /* put the kernel back: the node keeps its weights */
                 const int64_t full[2] = {g->values[n->inputs[1]].t.dims[2], g->values[n->inputs[1]].t.dims[3]};
-                set_ints(n, "kernel_shape", 2, full);
+                af_node_set_ints(n, "kernel_shape", 2, full);
             }
             continue;
         }

@@ -187,6 +187,46 @@ int af_node_attr_ints(const af_node *n, const char *name, const int64_t **out) {
     return a->n;
 }
 
+/* Attribute `name` of n, appended (zeroed, named) when absent; NULL when out of memory. */
+static af_attr *attr_slot(af_node *n, const char *name) {
+    for (int a = 0; a < n->n_attrs; a++)
+        if (!strcmp(n->attrs[a].name, name)) return &n->attrs[a];
+    char *copy = af_strdup(name);
+    af_attr *grown = copy ? af_realloc(n->attrs, (size_t)(n->n_attrs + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        af_free(copy);
+        return NULL;
+    }
+    n->attrs = grown;
+    af_attr *a = &n->attrs[n->n_attrs++];
+    memset(a, 0, sizeof *a);
+    a->name = copy;
+    return a;
+}
+
+bool af_node_set_int(af_node *n, const char *name, int64_t v) {
+    af_attr *a = attr_slot(n, name);
+    if (!a || (a->type != AF_ATTR_INT && a->type != AF_ATTR_UNDEFINED)) return false;
+    a->type = AF_ATTR_INT;
+    a->i = v;
+    return true;
+}
+
+bool af_node_set_ints(af_node *n, const char *name, int count, const int64_t *v) {
+    int64_t *copy = af_malloc((size_t)count * sizeof *copy);
+    af_attr *a = copy ? attr_slot(n, name) : NULL;
+    if (!a || (a->type != AF_ATTR_INTS && a->type != AF_ATTR_UNDEFINED)) {
+        af_free(copy);
+        return false;
+    }
+    memcpy(copy, v, (size_t)count * sizeof *copy);
+    af_free(a->ints);
+    a->type = AF_ATTR_INTS;
+    a->ints = copy;
+    a->n = count;
+    return true;
+}
+
 int af_node_attr_floats(const af_node *n, const char *name, const float **out) {
     const af_attr *a = af_node_attr(n, name);
     if (!a || a->type != AF_ATTR_FLOATS) return -1;

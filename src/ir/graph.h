@@ -123,6 +123,10 @@ float af_node_attr_float(const af_node *n, const char *name, float def);
 const char *af_node_attr_string(const af_node *n, const char *name, const char *def);
 /* Number of ints and *out pointing at them, or -1 when absent. */
 int af_node_attr_ints(const af_node *n, const char *name, const int64_t **out);
+/* Sets n's int / ints attribute `name`, appending it when absent; false (n unchanged but for a
+ * new attribute of no type) when out of memory or the attribute has another type. */
+bool af_node_set_int(af_node *n, const char *name, int64_t v);
+bool af_node_set_ints(af_node *n, const char *name, int count, const int64_t *v);
 
 /* FLOPs of one node from static shapes (0 where a shape is unknown); multiply-adds count as two,
  * a convolution as its direct form whatever algorithm runs it, a recurrent op (RNN, GRU, LSTM) its

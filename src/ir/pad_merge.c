@@ -5,7 +5,6 @@
 #include "ir/graph.h"
 #include "ir/op.h"
 #include "ir/tensor.h"
-#include "util/alloc.h"
 
 /* The Pad's pads (begin of every axis, then end) when it is a constant-mode pad by a known
  * amount with a zero constant; false otherwise. */
@@ -41,46 +40,6 @@ static af_node *only_reader(af_graph *g, int v) {
             reader = &g->nodes[i];
         }
     return reader;
-}
-
-/* Attribute `name` of n, appended (zeroed, named) when absent; NULL when out of memory. */
-static af_attr *attr_slot(af_node *n, const char *name) {
-    for (int a = 0; a < n->n_attrs; a++)
-        if (!strcmp(n->attrs[a].name, name)) return &n->attrs[a];
-    char *copy = af_strdup(name);
-    af_attr *grown = copy ? af_realloc(n->attrs, (size_t)(n->n_attrs + 1) * sizeof *grown) : NULL;
-    if (!grown) {
-        af_free(copy);
-        return NULL;
-    }
-    n->attrs = grown;
-    af_attr *a = &n->attrs[n->n_attrs++];
-    memset(a, 0, sizeof *a);
-    a->name = copy;
-    return a;
-}
-
-static bool set_int(af_node *n, const char *name, int64_t v) {
-    af_attr *a = attr_slot(n, name);
-    if (!a || (a->type != AF_ATTR_INT && a->type != AF_ATTR_UNDEFINED)) return false;
-    a->type = AF_ATTR_INT;
-    a->i = v;
-    return true;
-}
-
-static bool set_ints(af_node *n, const char *name, int count, const int64_t *v) {
-    int64_t *copy = af_malloc((size_t)count * sizeof *copy);
-    af_attr *a = copy ? attr_slot(n, name) : NULL;
-    if (!a || (a->type != AF_ATTR_INTS && a->type != AF_ATTR_UNDEFINED)) {
-        af_free(copy);
-        return false;
-    }
-    memcpy(copy, v, (size_t)count * sizeof *copy);
-    af_free(a->ints);
-    a->type = AF_ATTR_INTS;
-    a->ints = copy;
-    a->n = count;
-    return true;
 }
 
 /* Whether consumer c takes the Pad: a Conv, or an AveragePool that counts padding (or has none
@@ -124,8 +83,8 @@ int af_graph_merge_pads(af_graph *g) {
         }
         /* Counting padding changes nothing while the pool has no pads of its own, or counts them
          * already (takes_pads): set it first, so a failure after it leaves the graph as it was. */
-        if (c->op == AF_OP_AVERAGE_POOL && !set_int(c, "count_include_pad", 1)) continue;
-        if (!set_ints(c, "pads", 2 * spatial, merged_pads)) continue;
+        if (c->op == AF_OP_AVERAGE_POOL && !af_node_set_int(c, "count_include_pad", 1)) continue;
+        if (!af_node_set_ints(c, "pads", 2 * spatial, merged_pads)) continue;
         c->inputs[0] = p->inputs[0]; /* the Pad is now unread: dead-code removal drops it */
         merged++;
     }
