@@ -87,11 +87,12 @@ static bool f32_ready(const af_tensor *t) {
 }
 
 /* The window of this run from the actual input: pads resolved, interior columns found. */
-static af_status window_of(af_op_ctx *c, const af_tensor *x, const af_tensor *y, af_pool2d *g) {
+static af_status window_of(af_op_ctx *c, const af_tensor *x, const af_tensor *y, af_pool2d *g, af_conv_geom *geo_out) {
     af_conv_geom geo;
     int64_t out[2];
     af_status st = af_conv_geom_init(c, 2, NULL, &geo);
     if (st == AF_OK) st = af_conv_geom_forward(c, &geo, x->dims + 2, out);
+    if (st == AF_OK && geo_out) *geo_out = geo;
     if (st != AF_OK) return st;
     if (y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1] || y->dims[2] != out[0] ||
         y->dims[3] != out[1])
@@ -140,19 +141,14 @@ static af_status pool_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         if (af_tensor_numel(y) != j.planes) return af_ctx_fail(c, AF_ERR_RUNTIME, "Y must hold one value per plane");
         work = af_tensor_numel(x);
     } else {
-        af_status st = window_of(c, x, y, &g);
+        af_conv_geom geo;
+        af_status st = window_of(c, x, y, &g, &geo);
         if (st == AF_ERR_UNSUPPORTED) return af_op_info(c->node->op)->run(c);
         if (st != AF_OK) return st;
-        if (s->channels && x->dims[1] == s->channels && (g.max || uniform_divisor(&g))) {
-            af_conv_geom geo;
-            const af_tensor *ins[1] = {x};
-            af_op_ctx gc = {.node = c->node, .graph = c->graph, .opset = c->opset, .n_inputs = 1, .inputs = ins};
-            if (af_conv_geom_init(&gc, 2, NULL, &geo) == AF_OK &&
-                af_conv_geom_forward(&gc, &geo, x->dims + 2, (int64_t[2]){0, 0}) == AF_OK &&
-                af_dw_blocked_run(&s->blocked, &geo, x->data, y->data, x->dims[0], g.h, g.w, g.oh, g.ow, NULL, NULL,
-                                  pool, workspace, k->workspace_bytes) == AF_OK)
-                return AF_OK;
-        }
+        if (s->channels && x->dims[1] == s->channels && (g.max || uniform_divisor(&g)) &&
+            af_dw_blocked_run(&s->blocked, &geo, x->data, y->data, x->dims[0], g.h, g.w, g.oh, g.ow, NULL, NULL, pool,
+                              workspace, k->workspace_bytes) == AF_OK)
+            return AF_OK;
         j.g = &g;
         j.in_plane = g.h * g.w;
         j.out_plane = g.oh * g.ow;
@@ -182,13 +178,14 @@ static af_status pool_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
 /* Prepares s->blocked for a window pool of static x -> y (an AveragePool only where its windows
  * all divide by kh * kw, uniform_divisor); false where that does not hold or memory is short (the
  * plane loops run). */
-static bool prepare_blocked(const af_kernel_request *req, const af_tensor *x, const af_tensor *y, pool_state *s) {
+static bool prepare_blocked(const af_kernel_request *req, const af_tensor *x, const af_tensor *y, pool_state *s,
+                            af_conv_geom *geo) {
     if (x->rank != 4 || y->rank != 4 || !af_tensor_shape_known(x) || !af_tensor_shape_known(y) || x->dims[1] < 1)
         return false;
     const af_tensor *ins[1] = {x};
     af_op_ctx c = {.node = req->node, .graph = req->graph, .opset = req->graph->opset, .n_inputs = 1, .inputs = ins};
     af_pool2d g;
-    if (window_of(&c, x, y, &g) != AF_OK || (!g.max && !uniform_divisor(&g)) || g.kh * g.kw > 1024) return false;
+    if (window_of(&c, x, y, &g, geo) != AF_OK || (!g.max && !uniform_divisor(&g)) || g.kh * g.kw > 1024) return false;
     const int64_t taps = g.kh * g.kw, channels = x->dims[1];
     if (g.max) {
         af_dw_blocked_prepare_max(channels, g.kh, g.kw, &s->blocked);
@@ -227,14 +224,10 @@ af_status af_fast_pool_prepare(const af_kernel_request *req, af_kernel *k, af_er
     k->name = pool_names[(global ? 2 : 0) + (max ? 0 : 1)][s->vk->isa];
     k->state = s;
     k->free_state = pool_free;
-    if (!global && s->vk->isa == AF_ISA_AVX512 && prepare_blocked(req, x, y, s)) {
-        const af_tensor *ins[1] = {x};
-        af_op_ctx c = {.node = n, .graph = req->graph, .opset = req->graph->opset, .n_inputs = 1, .inputs = ins};
-        af_conv_geom geo;
-        if (af_conv_geom_init(&c, 2, NULL, &geo) == AF_OK &&
-            af_conv_geom_forward(&c, &geo, x->dims + 2, (int64_t[2]){0, 0}) == AF_OK)
-            k->workspace_bytes = af_dw_blocked_scratch_bytes(&s->blocked, &geo, y->dims[3],
-                                                             req->choice.n_threads > 0 ? req->choice.n_threads : 1);
+    af_conv_geom geo;
+    if (!global && s->vk->isa == AF_ISA_AVX512 && prepare_blocked(req, x, y, s, &geo)) {
+        k->workspace_bytes = af_dw_blocked_scratch_bytes(&s->blocked, &geo, y->dims[3],
+                                                         req->choice.n_threads > 0 ? req->choice.n_threads : 1);
         k->weight_bytes = af_dw_blocked_weight_bytes(&s->blocked);
         k->name = max ? "f32_maxpool2d_blocked__avx512" : "f32_avgpool2d_blocked__avx512";
     }
