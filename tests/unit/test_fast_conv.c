@@ -6,6 +6,7 @@
 
 #include "fast_check.h"
 #include "kernels/fast/vec_internal.h"
+#include "kernels/gemm/conv_tap_regions.h"
 #include "kernels/gemm/conv_winograd.h"
 #include "util/cpu.h"
 
@@ -344,6 +345,39 @@ AF_TEST(fast_conv_gemm_applies_its_epilogue) {
      * residual is added, so the output cannot be written over it. */
     const conv_case long_k[] = {{1, 800, 20, 16, 16, 1, 1, 0, 1, true, 0, 0}};
     check_cases(long_k, 1, gemm_1x1_kernel, NULL, in_place_never);
+}
+
+static const char *tap_regions_kernel(af_isa isa) {
+    (void)isa;
+    return "f32_conv_tap_regions";
+}
+
+/* Convolutions whose taps mostly read padding (a dilation about the plane's size) run a GEMM per
+ * tap over the output rectangle it reaches (conv_tap_regions.c); the epilogue runs after every
+ * output element is written, so never over its residual. */
+AF_TEST(fast_conv_tap_regions_apply_their_epilogue) {
+    const conv_case cases[] = {
+        {1, 20, 40, 14, 14, 3, 1, 12, 1, true, 12, 0}, /* DeepLabV3's ASPP: centre tap everywhere, borders */
+        {2, 9, 17, 11, 13, 3, 2, 7, 1, true, 6, 3},    /* batch 2, stride 2, uneven pads */
+        {1, 6, 35, 9, 9, 5, 1, 8, 1, true, 3, 5},      /* 5x5, rectangles of every size */
+        {1, 4, 18, 4, 4, 3, 1, 10, 1, true, 5, 0},     /* output rows and columns no tap reaches */
+    };
+    check_cases(cases, sizeof cases / sizeof cases[0], tap_regions_kernel, NULL, in_place_never);
+}
+
+/* The share of (pixel, tap) pairs reading inside the input, and what it picks. */
+AF_TEST(fast_conv_tap_regions_live_share) {
+    af_conv_geom g = {.n_sp = 2, .stride = {1, 1}, .dilation = {12, 12}, .pad_begin = {12, 12}, .pad_end = {12, 12}};
+    /* Per axis of 14: the centre tap at all 14 outputs, each side tap at 2: (2 + 14 + 2) / 42. */
+    const double axis = 18.0 / 42.0;
+    CHECK(fabs(af_conv_tap_regions_live_share(&g, 3, 3, 14, 14, 14, 14) - axis * axis) < 1e-12);
+    g.dilation[0] = g.dilation[1] = 1, g.pad_begin[0] = g.pad_begin[1] = g.pad_end[0] = g.pad_end[1] = 1;
+    /* 3x3 pad 1 over 1x1: the centre tap only. */
+    CHECK(fabs(af_conv_tap_regions_live_share(&g, 3, 3, 1, 1, 1, 1) - 1.0 / 9.0) < 1e-12);
+    /* No padding: every pair reads inside. */
+    g.pad_begin[0] = g.pad_begin[1] = g.pad_end[0] = g.pad_end[1] = 0;
+    CHECK(fabs(af_conv_tap_regions_live_share(&g, 3, 3, 8, 8, 6, 6) - 1.0) < 1e-12);
+    CHECK(af_conv_tap_regions_live_share(&g, 3, 3, 8, 8, 0, 6) < 0);
 }
 
 static const char *winograd_kernel(af_isa isa) {

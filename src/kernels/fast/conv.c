@@ -18,11 +18,21 @@
 #include "kernels/fast/conv_depthwise.h"
 #include "kernels/fast/vec_internal.h"
 #include "kernels/gemm/conv_implicit.h"
+#include "kernels/gemm/conv_tap_regions.h"
 #include "kernels/gemm/conv_winograd.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
 #include "util/alloc.h"
 #include "util/error.h"
+
+/* The largest share of (output pixel, tap) pairs reading inside the input at which a conv bound
+ * for im2col runs by live-tap rectangles instead (af_conv_tap_regions_live_share). One thread /
+ * two, 960 -> 256 channels, 3x3, ms im2col -> rectangles: dilation 12 over 14x14 (share 0.18,
+ * DeepLabV3's ASPP at 224x224) 7.0 -> 1.2; dilation 12 over 33x33 (0.57) 33.3 -> 21.0 / 17.2 ->
+ * 12.7; dilation 6 over 33x33 (0.77) 34.4 -> 26.4 / 17.6 -> 15.3; but 256 channels, dilation 2
+ * over 28x28 (0.91) 5.4 -> 6.4 / 3.1 -> 4.2: each tap's gather and transposed add cost more than
+ * the few pairs they skip. */
+#define TAP_REGIONS_MAX_SHARE 0.8
 
 typedef struct conv_state {
     af_isa isa;
@@ -34,6 +44,7 @@ typedef struct conv_state {
     af_dw_blocked grouped;   /* narrow groups, channel-blocked, when grouped.weights is set */
     af_conv_implicit implicit; /* the implicit GEMM when implicit.w is set (then packed is NULL) */
     af_conv_winograd wino;     /* Winograd F(m x m, 3x3) when wino.u is set (then packed is NULL) */
+    af_conv_tap_regions taps;  /* live-tap rectangles when taps.w is set (then packed is NULL) */
     struct wino_by_plane *by_plane; /* a 3x3 conv of unknown plane that Winograd may take */
     bool one_d;                     /* a 1-D conv, [N, C, L], run as [N, C, 1, L] */
     int64_t out_hw;            /* output pixels per channel as planned; -1: unknown */
@@ -99,6 +110,7 @@ static void conv_free(void *p) {
     af_dw_blocked_release(&s->grouped);
     af_conv_implicit_release(&s->implicit);
     af_conv_winograd_release(&s->wino);
+    af_conv_tap_regions_release(&s->taps);
     wino_by_plane_free(s->by_plane);
     af_free(s);
 }
@@ -346,6 +358,27 @@ static void image_task(void *ctx, int n, int thread) {
     if (st != AF_OK) atomic_store(&t->failed, (int)st);
 }
 
+/* The live-tap rectangles, one image at a time. */
+static af_status tap_regions_run(af_op_ctx *c, const conv_state *s, const af_conv_geom *geo, const af_epilogue *epi,
+                                 af_threadpool *pool, const float *xd, float *yd, int64_t n_img, int64_t h, int64_t wd,
+                                 int64_t oh, int64_t ow, void *planned, size_t planned_bytes) {
+    const size_t need = af_conv_tap_regions_workspace(&s->taps, geo, h, wd, oh, ow, af_threadpool_n_threads(pool));
+    if (need == 0) return af_ctx_fail(c, AF_ERR_RUNTIME, "geometry differs from the prepared one");
+    void *own = NULL;
+    size_t bytes;
+    void *ws = run_workspace(planned, planned_bytes, need, &own, &bytes);
+    if (!ws) return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the convolution's workspace");
+    af_status st = AF_OK;
+    for (int64_t n = 0; n < n_img && st == AF_OK; n++) {
+        af_epilogue e;
+        if ((st = group_epilogue(s, epi, n, 0, s->cout, oh * ow, &e)) != AF_OK) break;
+        st = af_conv_tap_regions_run(&s->taps, geo, xd + n * s->cin * h * wd, yd + n * s->cout * oh * ow, h, wd, oh,
+                                     ow, &e, pool, ws, bytes);
+    }
+    af_free_aligned(own);
+    return st == AF_OK ? AF_OK : af_ctx_fail(c, st, "convolution by tap rectangles failed");
+}
+
 static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
                           void *workspace) {
     const conv_state *s = k->state;
@@ -384,6 +417,9 @@ static af_status conv_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
         af_free_aligned(own);
         return st;
     }
+
+    if (s->taps.w) return tap_regions_run(c, s, &geo, epi, pool, xd, yd, n_img, h, wd, oh, ow, workspace,
+                                          k->workspace_bytes);
 
     const af_conv_winograd *wino = s->wino.u ? &s->wino : NULL;
     if (s->by_plane) {
@@ -633,6 +669,25 @@ af_status af_fast_conv_prepare(const af_kernel_request *req, af_kernel *k, af_er
             }
             af_conv_implicit_release(&s->implicit);
         }
+        /* Where most (output pixel, tap) pairs read padding (a large dilation over a small
+         * plane), a GEMM per tap over the pixels it reaches instead of im2col's over all pairs. */
+        af_conv_geom resolved = geo;
+        int64_t out_sizes[2];
+        af_op_ctx quiet = c;
+        quiet.err = NULL;
+        if (groups == 1 && !s->pointwise && sized && x->rank == 4 && x->dims[2] > 0 && x->dims[3] > 0 &&
+            af_conv_geom_forward(&quiet, &resolved, x->dims + 2, out_sizes) == AF_OK) {
+            const double share =
+                af_conv_tap_regions_live_share(&resolved, s->kh, s->kw, x->dims[2], x->dims[3], oh, ow);
+            if (share >= 0 && share <= TAP_REGIONS_MAX_SHARE) {
+                st = af_conv_tap_regions_prepare(req->choice.isa, w->data, cout, cin, s->kh, s->kw, &s->taps);
+                if (st != AF_OK) goto fail;
+                k->workspace_bytes = af_conv_tap_regions_workspace(&s->taps, &resolved, x->dims[2], x->dims[3], oh,
+                                                                   ow, n_threads);
+                k->name = "f32_conv_tap_regions";
+                goto done;
+            }
+        }
         int64_t mg = cout / groups, kdim = cin / groups * s->kh * s->kw;
         s->packed = af_calloc((size_t)groups, sizeof *s->packed);
         if (!s->packed) {
@@ -674,6 +729,7 @@ done:
     if (s->dw.weights) k->weight_bytes = (size_t)(cout * s->kh * s->kw) * sizeof(float);
     if (s->grouped.weights) k->weight_bytes = af_dw_blocked_weight_bytes(&s->grouped);
     for (int64_t g = 0; s->packed && g < groups; g++) k->weight_bytes += af_gemm_packed_bytes(s->packed[g]);
+    for (int64_t t = 0; s->taps.w && t < s->kh * s->kw; t++) k->weight_bytes += af_gemm_packed_bytes(s->taps.w[t]);
     return AF_OK;
 fail:
     conv_free(s);
