@@ -1,18 +1,22 @@
 /* Fast Resize of float32 tensors whose last two axes change size (the upsampling of segmentation
  * heads and FPNs): the reference kernel's taps (kernels/ref/resize_taps.h), applied separably in
  * float. Each input row that a block of output rows needs is resampled along the width once, into
- * a small cache of rows; each output row is then the weighted sum of its cached rows. Nearest mode
- * copies (1 times a value is exact), so it matches the reference bit for bit; linear and cubic sum
- * their few taps in float where the reference sums in double. Anything else (a leading axis that
- * is resized, tf_crop_and_resize's extrapolated points, wide antialias filters, other dtypes)
- * runs the reference kernel. */
+ * a small cache of rows; each output row is then the weighted sum of its cached rows, in vectors
+ * (af_vec_kernels.weighted_rows; DeepLabV3's 21 x 14 x 14 -> 224 x 224 bilinear upsampling 1.24 ->
+ * 0.52 ms at one thread, 0.97 -> 0.37 at two, against a scalar loop). Nearest mode copies (1 times
+ * a value is exact), so it matches the reference bit for bit; linear and cubic sum their few taps
+ * in float where the reference sums in double. Anything else (a leading axis that is resized,
+ * tf_crop_and_resize's extrapolated points, wide antialias filters, other dtypes) runs the
+ * reference kernel. */
 #include <string.h>
 
 #include "ir/shape/resize.h"
 #include "kernels/fast/resize.h"
+#include "kernels/fast/vec_internal.h"
 #include "kernels/kernel.h"
 #include "kernels/ref/resize_taps.h"
 #include "util/alloc.h"
+#include "util/error.h"
 
 /* Output rows per task: a row block reuses its cached input rows; 32 gives FCN's 520-row planes
  * 17 tasks each. */
@@ -21,6 +25,7 @@
 #define MAX_TAPS 16
 
 typedef struct resize_run {
+    const af_vec_kernels *vk;
     const float *x;
     float *y;
     int64_t ih, iw, oh, ow;
@@ -75,10 +80,7 @@ static void resize_task(void *ctx, int task, int thread) {
             rows[j] = cache + (size_t)s * (size_t)r->ow;
             wy[j] = (float)r->ty->w[f + j];
         }
-        float *dst = y + oy * r->ow;
-        for (int64_t o = 0; o < r->ow; o++) dst[o] = wy[0] * rows[0][o];
-        for (int j = 1; j < n; j++)
-            for (int64_t o = 0; o < r->ow; o++) dst[o] += wy[j] * rows[j][o];
+        r->vk->weighted_rows(n, rows, wy, r->ow, y + oy * r->ow);
     }
 }
 
@@ -101,9 +103,10 @@ static int most_taps(const af_resize_taps *t, int64_t len) {
 }
 
 static af_status run_separable(af_op_ctx *c, const af_tensor *x, af_tensor *out, const af_resize_taps *t,
-                               int max_ty, af_threadpool *pool) {
+                               int max_ty, af_isa isa, af_threadpool *pool) {
     const int rank = x->rank;
-    resize_run r = {.x = x->data,
+    resize_run r = {.vk = af_vec_kernels_for(isa),
+                    .x = x->data,
                     .y = out->data,
                     .ih = x->dims[rank - 2],
                     .iw = x->dims[rank - 1],
@@ -171,20 +174,25 @@ bool af_fast_resize_separable(af_op_ctx *c) {
 
 static af_status resize_run_fn(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
                                void *workspace) {
-    (void)k, (void)epi, (void)workspace;
+    (void)epi, (void)workspace;
     af_resize_taps t[AF_MAX_RANK];
     int max_ty = 0;
     af_status st = separable_taps(c, t, &max_ty);
-    if (st == AF_OK && max_ty > 0) st = run_separable(c, c->inputs[0], c->outputs[0], t, max_ty, pool);
+    if (st == AF_OK && max_ty > 0)
+        st = run_separable(c, c->inputs[0], c->outputs[0], t, max_ty, *(const af_isa *)k->state, pool);
     for (int d = 0; d < AF_MAX_RANK; d++) af_resize_taps_free(&t[d]);
     if (st == AF_OK && max_ty == 0) return af_op_info(c->node->op)->run(c);
     return st;
 }
 
 af_status af_fast_resize_prepare(const af_kernel_request *req, af_kernel *k, af_error *err) {
-    (void)err;
     const af_tensor *x = af_kernel_input(req, 0);
     if (!x || x->dtype != AF_DTYPE_FLOAT) return AF_OK;
+    af_isa *isa = af_malloc(sizeof *isa);
+    if (!isa) return af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory preparing Resize '%s'", req->node->name);
+    *isa = req->choice.isa;
+    k->state = isa;
+    k->free_state = af_free;
     k->name = "f32_resize";
     k->run = resize_run_fn;
     return AF_OK;

@@ -174,6 +174,7 @@ FV_INLINE void fv_int2(const fv_v in[4], float *p, int64_t n) {
 }
 #include "kernels/fast/winograd_body.h"
 #include "kernels/fast/phase_body.h"
+#include "kernels/fast/weighted_rows_body.h"
 
 /* 4 floats to int64 toward zero, from their bits (AVX2 has no such conversion): the 24-bit
  * significand shifted by the biased exponent - 150, left or right (counts of 64 and up shift
@@ -230,4 +231,5 @@ const af_vec_kernels af_vec_avx2 = {
     .interleave = FV_NAME(f32_interleave),
     .wino_input = FV_NAME(f32_wino_input),
     .wino_output = FV_NAME(f32_wino_output),
+    .weighted_rows = FV_NAME(f32_weighted_rows),
 };

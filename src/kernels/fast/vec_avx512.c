@@ -158,6 +158,7 @@ FV_INLINE void fv_int2(const fv_v in[4], float *p, int64_t n) {
 }
 #include "kernels/fast/winograd_body.h"
 #include "kernels/fast/phase_body.h"
+#include "kernels/fast/weighted_rows_body.h"
 
 /* 8 floats to int64 toward zero: vcvttps2qq gives INT64_MIN (its "integer indefinite") for NaN and
  * past the range, which is right below -2^63; NaN becomes 0 and 2^63 and up INT64_MAX, as the
@@ -199,4 +200,5 @@ const af_vec_kernels af_vec_avx512 = {
     .interleave = FV_NAME(f32_interleave),
     .wino_input = FV_NAME(f32_wino_input),
     .wino_output = FV_NAME(f32_wino_output),
+    .weighted_rows = FV_NAME(f32_weighted_rows),
 };

@@ -108,6 +108,8 @@ typedef struct af_vec_kernels {
     void (*wino_input)(int m, int64_t n, const float *const rows[6], int64_t lead, int64_t w, float *v, int64_t v_ld);
     void (*interleave)(int m, int64_t n, const float *y, int64_t y_ld, float *x);
     void (*wino_output)(int m, int64_t n, const float *mp, int64_t m_ld, float *y, int64_t y_ld);
+    /* y[i] = sum over j < n_rows of w[j] rows[j][i], for i < n, in j order (weighted_rows_body.h). */
+    void (*weighted_rows)(int n_rows, const float *const *rows, const float *w, int64_t n, float *y);
 } af_vec_kernels;
 
 extern const af_vec_kernels af_vec_scalar, af_vec_avx2, af_vec_avx512;

@@ -98,6 +98,7 @@ FV_INLINE fv_v fv_load_sg(const float *p, int64_t s, int64_t n) {
 #include "kernels/fast/pool_body.h"
 #include "kernels/fast/winograd_body.h"
 #include "kernels/fast/phase_body.h"
+#include "kernels/fast/weighted_rows_body.h"
 
 /* Toward zero; NaN 0, and past the int64 range INT64_MIN / INT64_MAX, as the reference converts. */
 static void FV_NAME(f32_cast_i64)(int64_t n, const float *x, int64_t *y) {
@@ -122,6 +123,7 @@ const af_vec_kernels af_vec_scalar = {
     .interleave = FV_NAME(f32_interleave),
     .wino_input = FV_NAME(f32_wino_input),
     .wino_output = FV_NAME(f32_wino_output),
+    .weighted_rows = FV_NAME(f32_weighted_rows),
 };
 
 const af_vec_kernels *af_vec_kernels_for(af_isa isa) {
