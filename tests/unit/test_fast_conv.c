@@ -353,14 +353,16 @@ static const char *tap_regions_kernel(af_isa isa) {
 }
 
 /* Convolutions whose taps mostly read padding (a dilation about the plane's size) run a GEMM per
- * tap over the output rectangle it reaches (conv_tap_regions.c); the epilogue runs after every
- * output element is written, so never over its residual. */
+ * tap over the output rectangle it reaches (conv_tap_regions.c): large rectangles split over the
+ * threads, small ones a tap per task. The epilogue runs after every output element is written,
+ * so never over its residual. */
 AF_TEST(fast_conv_tap_regions_apply_their_epilogue) {
     const conv_case cases[] = {
         {1, 20, 40, 14, 14, 3, 1, 12, 1, true, 12, 0}, /* DeepLabV3's ASPP: centre tap everywhere, borders */
         {2, 9, 17, 11, 13, 3, 2, 7, 1, true, 6, 3},    /* batch 2, stride 2, uneven pads */
         {1, 6, 35, 9, 9, 5, 1, 8, 1, true, 3, 5},      /* 5x5, rectangles of every size */
         {1, 4, 18, 4, 4, 3, 1, 10, 1, true, 5, 0},     /* output rows and columns no tap reaches */
+        {1, 5, 20, 8, 8, 15, 1, 14, 1, true, 2, 0},    /* 49 small taps: two batches of them */
     };
     check_cases(cases, sizeof cases / sizeof cases[0], tap_regions_kernel, NULL, in_place_never);
 }

@@ -4,13 +4,14 @@
  * pixels that tap reaches, instead of im2col's GEMM over every pair, zeros from the padding
  * included.
  *
- * Along each spatial axis, the taps an output coordinate reads inside the input form a set that
- * changes only where some tap enters or leaves the plane, so the output plane splits into
- * rectangles (a run of rows by a run of columns) of one live tap set each. For each rectangle and
- * each live tap, the rectangle's input samples of that tap are gathered as a [cin, pixels] matrix
- * and multiplied by the tap's weights ([cout, cin], packed once), accumulated over the taps in a
- * buffer that is then copied into the rectangle of the output; the epilogue (bias first) runs
- * over the whole output at the end.
+ * A tap's input row is monotone in the output row, so each tap reads inside the input over one run
+ * of output rows and one run of columns: a rectangle of output pixels. For each tap, the
+ * rectangle's samples of that tap are gathered as a [cin, pixels] matrix and multiplied by the
+ * tap's weights (packed once as B, pixels as rows: [pixels, cout]), and the product is added into
+ * the rectangle of the output, which starts from zero; the epilogue (bias first) runs over the
+ * whole output at the end. Rectangles of 64 pixels or more split their gather, GEMM and add over
+ * the threads; smaller ones (a corner's, whose GEMM streams the tap's weights past a few pixels)
+ * run a tap per task, on one thread each, and are added after.
  *
  * It pays where most pairs read padding: DeepLabV3's ASPP convolution of dilation 12 over a 14x14
  * plane reads the input with 324 of its 1764 pairs (the centre tap everywhere, the others only
@@ -30,18 +31,14 @@
 #include "kernels/gemm/gemm.h"
 #include "util/threadpool.h"
 
-/* The largest kernel side the regions handle (a tap set per coordinate is a bit mask). */
-#define AF_TAP_REGIONS_MAX_K 16
-
 typedef struct af_conv_tap_regions {
     af_isa isa;
     int64_t cout, cin, kh, kw;
-    af_gemm_packed **w; /* [kh * kw]: tap (ky, kx)'s weights as op(A), cout x cin; NULL: not prepared */
+    af_gemm_packed **w; /* [kh * kw]: tap (ky, kx)'s weights W^T as op(B), cin x cout; NULL: not prepared */
 } af_conv_tap_regions;
 
 /* The share of (output pixel, tap) pairs of this geometry whose tap reads inside the input, in
- * [0, 1]; -1 where the regions do not apply (not 2-D, a kernel side over AF_TAP_REGIONS_MAX_K,
- * an empty plane). */
+ * [0, 1]; -1 where the rectangles do not apply (not 2-D, an empty plane or kernel). */
 double af_conv_tap_regions_live_share(const af_conv_geom *geo, int64_t kh, int64_t kw, int64_t h, int64_t w,
                                       int64_t oh, int64_t ow);
 /* w is [cout, cin, kh, kw] float32. AF_ERR_OUT_OF_MEMORY, AF_ERR_INVALID_ARGUMENT, or AF_OK. */
