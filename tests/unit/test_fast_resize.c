@@ -49,6 +49,9 @@ static const resize_case cases[] = {
     {"rank 3", 3, {4, 5, 6}, {1, 2, 2}, {0}, "cubic", "asymmetric", NULL, 0, 0, 0, true},
     {"rank 5", 5, {1, 2, 3, 4, 5}, {1, 1, 1, 2, 3}, {0}, "linear", "half_pixel", NULL, 0, 0, 0, true},
     {"wide plane", 4, {1, 1, 3, 100}, {1, 1, 2, 2.56f}, {0}, "linear", "half_pixel", NULL, 0, 0, 0, true},
+    /* Many small planes; one pixel spread over a plane (DeepLabV3's pooled branch). */
+    {"many small planes", 4, {1, 67, 2, 3}, {1, 1, 2.5f, 2}, {0}, "linear", "half_pixel", NULL, 0, 0, 0, true},
+    {"from 1x1", 4, {2, 40, 1, 1}, {0}, {2, 40, 14, 14}, "linear", "half_pixel", NULL, 0, 0, 0, true},
     /* The reference runs these. */
     {"channels resized", 4, {1, 3, 4, 4}, {1, 2, 2, 2}, {0}, "linear", "half_pixel", NULL, 0, 0, 0, false},
     /* (x + 0.5) / 1 rounded up reads the next channel: N and C do not map to themselves. */
