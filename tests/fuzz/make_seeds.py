@@ -97,6 +97,12 @@ write("conv_bn_clip", [node("Conv", ["x", "w", "b"], "c", **PADS),
       CW + [ramp("s", [4]), ramp("m", [4]), helper.make_tensor("v", F, [4], [1.0] * 4),
             helper.make_tensor("l", F, [], [0.0]), helper.make_tensor("h", F, [], [6.0])])
 
+# Conv, Relu, Add of the block input, with a dilation (5 over a 6x6 plane) that leaves most taps
+# on padding: the live-tap rectangles (src/kernels/gemm/conv_tap_regions.c), a residual after them
+D = vi("x", [1, 4, 6, 6])
+write("conv_dilated_relu_add", [node("Conv", ["x", "w", "b"], "c", pads=[5, 5, 5, 5], dilations=[5, 5]),
+                                node("Relu", ["c"], "r"), node("Add", ["r", "x"], "y")], [D], CW)
+
 # ---- matmul_add --------------------------------------------------------------------------------
 M = vi("x", [3, 8])
 MW = [ramp("w", [8, 5]), ramp("b", [5])]
