@@ -45,8 +45,7 @@ double af_conv_tap_regions_live_share(const af_conv_geom *geo, int64_t kh, int64
 af_status af_conv_tap_regions_prepare(af_isa isa, const float *w, int64_t cout, int64_t cin, int64_t kh, int64_t kw,
                                       af_conv_tap_regions *c) {
     memset(c, 0, sizeof *c);
-    if (!w || cout < 1 || cin < 1 || kh < 1 || kw < 1)
-        return AF_ERR_INVALID_ARGUMENT;
+    if (!w || cout < 1 || cin < 1 || kh < 1 || kw < 1) return AF_ERR_INVALID_ARGUMENT;
     const int64_t taps = kh * kw;
     *c = (af_conv_tap_regions){.isa = isa, .cout = cout, .cin = cin, .kh = kh, .kw = kw};
     float *wt = af_malloc((size_t)(cout * cin) * sizeof *wt);
