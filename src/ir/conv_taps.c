@@ -6,22 +6,22 @@
 
 #include "ir/graph.h"
 #include "ir/op.h"
+#include "ir/shape/conv_geom.h"
 #include "ir/tensor.h"
 #include "util/alloc.h"
 
 /* Along one axis: the first and last taps t of a kernel k long that read an input row inside
- * [0, in) for some output o in [0, out) (row o s - pb + t d). *lo > *hi: none does. */
+ * [0, in) for some output o in [0, out). *lo > *hi: none does. */
 static void live_taps(int64_t k, int64_t in, int64_t out, int64_t s, int64_t d, int64_t pb, int64_t *lo, int64_t *hi) {
     *lo = k;
     *hi = -1;
-    for (int64_t t = 0; t < k; t++)
-        for (int64_t o = 0; o < out; o++) {
-            const int64_t r = o * s - pb + t * d;
-            if (r < 0 || r >= in) continue;
-            if (t < *lo) *lo = t;
-            *hi = t;
-            break;
-        }
+    for (int64_t t = 0; t < k; t++) {
+        int64_t o0, o1;
+        af_conv_tap_outputs(in, out, s, d, pb, t, &o0, &o1);
+        if (o1 == o0) continue;
+        if (t < *lo) *lo = t;
+        *hi = t;
+    }
 }
 
 /* The int attribute list `name` of n with count entries, else NULL (absent: *present false). */

@@ -108,6 +108,16 @@ static int64_t dilated(const af_conv_geom *g, int i) {
     return (g->kernel[i] - 1) * g->dilation[i] + 1;
 }
 
+void af_conv_tap_outputs(int64_t in, int64_t out, int64_t s, int64_t d, int64_t pb, int64_t t, int64_t *o0,
+                         int64_t *o1) {
+    const int64_t lo = pb - t * d, hi = in + pb - t * d; /* o s in [lo, hi) */
+    int64_t a = lo <= 0 ? 0 : (lo + s - 1) / s, b = hi <= 0 ? 0 : (hi + s - 1) / s;
+    if (a > out) a = out;
+    if (b > out) b = out;
+    *o0 = a;
+    *o1 = b > a ? b : a;
+}
+
 af_status af_conv_geom_forward(const af_op_ctx *c, af_conv_geom *g, const int64_t *in,
                                int64_t *out) {
     for (int i = 0; i < g->n_sp; i++) {

@@ -53,6 +53,11 @@ af_status af_conv_geom_forward(const af_op_ctx *c, af_conv_geom *g, const int64_
 /* The same for ConvTranspose. */
 af_status af_conv_geom_transpose(const af_op_ctx *c, af_conv_geom *g, const int64_t *in,
                                  int64_t *out);
+/* Along one axis of a forward window (stride s, dilation d, leading pad pb, s >= 1): the output
+ * positions [*o0, *o1) of [0, out) at which kernel tap t reads inside an input of `in` positions
+ * (input position o s - pb + t d, monotone in o, so they are one run); empty: *o0 == *o1. */
+void af_conv_tap_outputs(int64_t in, int64_t out, int64_t s, int64_t d, int64_t pb, int64_t t, int64_t *o0,
+                         int64_t *o1);
 
 /* Shape functions of the family; kernels re-run them on the actual inputs to validate. */
 af_status af_infer_CONV(af_op_ctx *ctx);

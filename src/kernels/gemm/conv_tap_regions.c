@@ -6,23 +6,11 @@
 
 #include "util/alloc.h"
 
-/* The output coordinates [*o0, *o1) along one axis at which tap t of a kernel reads inside [0, in)
- * (row o s - pb + t d, monotone in o, so they are one run); empty: *o0 == *o1. */
-static void live_run(int64_t in, int64_t out, int64_t s, int64_t d, int64_t pb, int64_t t, int64_t *o0, int64_t *o1) {
-    /* o s >= pb - t d and o s < in + pb - t d, over 0 <= o < out */
-    const int64_t lo = pb - t * d, hi = in + pb - t * d; /* o s in [lo, hi) */
-    int64_t a = lo <= 0 ? 0 : (lo + s - 1) / s, b = hi <= 0 ? 0 : (hi + s - 1) / s;
-    if (a > out) a = out;
-    if (b > out) b = out;
-    *o0 = a;
-    *o1 = b > a ? b : a;
-}
-
 /* Tap (ky, kx)'s rectangle of output pixels; false where it is empty. */
 static bool tap_rect(const af_conv_geom *geo, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t ky, int64_t kx,
                      int64_t r[4]) {
-    live_run(h, oh, geo->stride[0], geo->dilation[0], geo->pad_begin[0], ky, &r[0], &r[1]);
-    live_run(w, ow, geo->stride[1], geo->dilation[1], geo->pad_begin[1], kx, &r[2], &r[3]);
+    af_conv_tap_outputs(h, oh, geo->stride[0], geo->dilation[0], geo->pad_begin[0], ky, &r[0], &r[1]);
+    af_conv_tap_outputs(w, ow, geo->stride[1], geo->dilation[1], geo->pad_begin[1], kx, &r[2], &r[3]);
     return r[1] > r[0] && r[3] > r[2];
 }
 
