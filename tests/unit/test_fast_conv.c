@@ -461,23 +461,27 @@ static void check_smaller_plane(const conv_case *cc, int64_t side, const char *k
 
 /* A Winograd conv prepared for one plane runs a smaller one too (dynamic shapes): 20x20 has 25
  * tiles of 4x4, under the 32 the kernel choice asks for, yet the prepared F(4x4) kernel must run
- * it, not fail. F(2x2) on a 7x7 plane (16 tiles, partial ones on both sides) is what one thread
- * runs on ResNet-50's last stage. */
+ * it, not fail. F(2x2) on a 7x7 plane (16 tiles, partial ones on both sides) is what ResNet-50's
+ * last stage runs; at 2 threads each takes every tile and a share of the output channels' panels
+ * (three panels, the last partial, over two threads). */
 AF_TEST(fast_conv_winograd_runs_a_smaller_plane) {
     const conv_case f4 = {1, 32, 40, 30, 30, 3, 1, 1, 1, true, 0, 0};
     check_smaller_plane(&f4, 20, "f32_conv3x3_winograd_f4x4");
     const conv_case f2 = {1, 32, 40, 14, 14, 3, 1, 1, 1, true, 0, 0};
     check_smaller_plane(&f2, 7, "f32_conv3x3_winograd_f2x2");
+    const conv_case f2_panels = {1, 24, 72, 14, 14, 3, 1, 1, 1, true, 0, 0};
+    check_smaller_plane(&f2_panels, 7, "f32_conv3x3_winograd_f2x2");
 }
 
 /* The tile choice: F(4x4) from 32 tiles of 4x4, F(2x2) from 32 tiles of 2x2 or (not on Intel) 16
- * per thread, else none (ResNet-50's 56x56, 28x28, 14x14 and 7x7 planes). */
+ * with a panel of 32 output channels per thread, else none (ResNet-50's 56x56, 28x28, 14x14 and
+ * 7x7 planes, 64 channels). */
 AF_TEST(fast_conv_winograd_tile_choice) {
     af_conv_geom g = {.n_sp = 2, .stride = {1, 1}, .dilation = {1, 1}};
     static const struct {
         int64_t side;
         int threads, want;
-    } cases[] = {{56, 2, 4}, {28, 1, 4}, {28, 2, 4}, {14, 1, 2}, {14, 2, 2}, {7, 1, -1}, {7, 2, 0}, {7, 4, 0}, {5, 1, 0}};
+    } cases[] = {{56, 2, 4}, {28, 1, 4}, {28, 2, 4}, {14, 1, 2}, {14, 2, 2}, {7, 1, -1}, {7, 2, -1}, {7, 4, 0}, {5, 1, 0}};
     const int few_tiles = af_cpu_info_get()->vendor == AF_CPU_VENDOR_INTEL ? 0 : 2; /* the -1 above */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int got = af_conv_winograd_tile(&g, 3, 3, 1, 64, 64, cases[i].side, cases[i].side, cases[i].threads);

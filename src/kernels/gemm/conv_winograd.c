@@ -40,18 +40,18 @@ int af_conv_winograd_tile(const af_conv_geom *geo, int64_t kh, int64_t kw, int64
      * the direct kernel's weights for little work: on ResNet-50's 14x14 layers (256 channels)
      * F(4x4) has 16 tiles and ran 5-10% slower than the implicit GEMM, F(2x2) has 49; the 28x28
      * (49 tiles of 4x4) and 56x56 (196) layers ran 1.9x faster on F(4x4). F(2x2) on the 7x7
-     * layers (16 tiles, 512 channels) ran 20-30% faster than the implicit GEMM on one thread, but
-     * slower on two, whose blocks of 4 tiles leave the products' rows mostly empty: it takes 16
-     * tiles per thread. Those figures are AMD EPYC ones. On Intel (a Xeon of family 6,
-     * model 207) the 7x7 layers ran 9-15% slower on F(2x2) than on the implicit GEMM on one
-     * thread too, profiled in the model with bench/inproc_ab.c; without it, one thread:
-     * ResNet-50 0.990 (80 pairs), ResNet-18 0.929, DenseNet-121 0.990, Inception-v3 (8x8)
-     * 1.006 (40 pairs each; bench/RESULTS.md, session 28). There it takes 32 tiles. */
+     * layers (16 tiles, 512 channels) ran 20-30% faster than the implicit GEMM on one thread;
+     * on more, each thread takes every tile and its share of the output channels
+     * (layout_for), so it needs a 32-channel panel per thread. Those figures are AMD EPYC ones. On
+     * Intel (a Xeon of family 6, model 207) the 7x7 layers ran 9-15% slower on F(2x2) than on the
+     * implicit GEMM on one thread too, profiled in the model with bench/inproc_ab.c; without it,
+     * one thread: ResNet-50 0.990 (80 pairs), ResNet-18 0.929, DenseNet-121 0.990, Inception-v3
+     * (8x8) 1.006 (40 pairs each; bench/RESULTS.md, session 28). There it takes 32 tiles. */
     if (n_threads < 1) n_threads = 1;
     if (ceil_div(oh, 4) * ceil_div(ow, 4) >= 32) return 4;
     const int64_t tiles2 = ceil_div(oh, 2) * ceil_div(ow, 2);
     const bool few_tiles_pay = af_cpu_info_get()->vendor != AF_CPU_VENDOR_INTEL;
-    if (tiles2 >= 32 || (few_tiles_pay && tiles2 >= 16 * (int64_t)n_threads)) return 2;
+    if (tiles2 >= 32 || (few_tiles_pay && tiles2 >= 16 && cout >= 32 * (int64_t)n_threads)) return 2;
     return 0;
 }
 
@@ -141,9 +141,12 @@ static bool layout_for(const af_conv_winograd *c, int64_t oh, int64_t ow, int n_
      * each transforming every block's input itself and streaming only its share of U. Two
      * threads, 28x28 (F(4x4), 128 channels) 340 -> 290 us, 14x14 (F(2x2), 256) 400 -> 365 us; on
      * the 56x56 layer (14 rows, 64 channels) the repeated transform cost more than it saved,
-     * 300 -> 325 us. */
+     * 300 -> 325 us. So are rows too few to give each thread two tiles of MR (ResNet-50's 7x7
+     * layers: 16 tiles, 8 per thread), where the products' rows would be mostly empty: two
+     * threads, 0.93-0.99 ms against the implicit GEMM's 1.12 (one thread's F(2x2) 1.71). */
     const int64_t n_panels = ceil_div(c->cout, nr);
-    l->n_groups = n_threads > 1 && l->nty % n_threads != 0 && n_panels >= n_threads ? n_threads : 1;
+    const bool few_tiles = l->nty / n_threads * l->ntx < 2 * mr;
+    l->n_groups = n_threads > 1 && (l->nty % n_threads != 0 || few_tiles) && n_panels >= n_threads ? n_threads : 1;
     /* Otherwise rows spread evenly over a multiple of n_threads blocks, so the threads' shares
      * are equal, and no more blocks than that: every block streams all of U. */
     if (l->n_groups == 1 && n_threads > 1)
