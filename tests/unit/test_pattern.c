@@ -323,20 +323,20 @@ AF_TEST(pattern_fixture_mobilenet_v3_small) {
     const expect want[] = {{"conv_bn_act", 41, 0},          {"squeeze_excite", 9, 0},
                            {"conv_residual", 7, 3},         {"matmul_bias_act", 1, 0},
                            {"cv_elementwise_chain", 9, 11}, {"conv_hardswish_hardsigmoid", 0, 0},
-                           {"pointwise_depthwise", 10, 0}};
-    check_fixture("mobilenet_v3_small", want, 7, 91);
+                           {"pointwise_depthwise", 11, 0}}; /* 10 expand + depthwise pairs, and the stem's */
+    check_fixture("mobilenet_v3_small", want, 7, 92);
     const expect want_bn[] = {{"conv_bn_act", 52, 0},
                               {"squeeze_excite", 9, 0},
                               {"conv_residual", 7, 3},
-                              {"pointwise_depthwise", 10, 0}};
-    check_fixture("mobilenet_v3_small_bn", want_bn, 4, 137);
+                              {"pointwise_depthwise", 11, 0}};
+    check_fixture("mobilenet_v3_small_bn", want_bn, 4, 138);
     const expect want_v2[] = {{"conv_relu6", 35, 0},
                               {"conv_bn_act", 0, 0},
                               {"conv_residual", 10, 5},
                               {"pointwise_depthwise", 0, 0},
-                              {"pointwise_depthwise_relu6", 16, 0},
+                              {"pointwise_depthwise_relu6", 17, 0},
                               {"cv_elementwise_chain", 0, 4}};
-    check_fixture("mobilenet_v2_small", want_v2, 6, 70);
+    check_fixture("mobilenet_v2_small", want_v2, 6, 71);
 
     af_model *m = load(af_test_dir(), "mobilenet_v3_small");
     if (!m) return;

@@ -1,7 +1,8 @@
 /*
  * The fused step of a pointwise_depthwise group: a 1x1 Conv (+bias) (+BatchNormalization)
  * (+activation) whose output only a depthwise Conv (+bias) (+BN) (+activation) reads, as the
- * expand and depthwise layers of an inverted-residual block export. The chain is checked node by
+ * expand and depthwise layers of an inverted-residual block export; or, in place of the 1x1
+ * conv, a small dense one (a network's stem before its first depthwise conv). The chain is checked node by
  * node here, whatever rule made the group; shapes must be static.
  */
 #include <stdio.h>
@@ -97,6 +98,29 @@ static bool dw_geometry(const af_graph *g, const af_node *dw, const af_tensor *x
     return af_conv_geom_forward(&ctx, geo, x->dims + 2, out) == AF_OK;
 }
 
+/* A first conv that is not 1x1 (a stem): ungrouped, undilated, static shapes, its output e.
+ * Sets d's first-conv geometry and the depthwise conv's input plane (its output). */
+static bool dense_first(const af_graph *g, const af_node *pw, const af_tensor *x, const af_tensor *w1,
+                        const af_tensor *e, af_pwdw_desc *d) {
+    if (af_node_attr_int(pw, "group", 1) != 1 || w1->dims[0] != d->channels || w1->dims[1] != d->cin ||
+        w1->dims[2] < 1 || w1->dims[3] < 1 || x->dims[2] < 1 || x->dims[3] < 1 || e->dims[2] < 1 || e->dims[3] < 1)
+        return false;
+    const af_tensor *ins[3] = {x, w1, NULL};
+    af_op_ctx ctx = {.node = pw, .graph = g, .opset = g->opset, .n_inputs = 2, .inputs = ins};
+    const int64_t kernel[2] = {w1->dims[2], w1->dims[3]};
+    af_conv_geom geo;
+    int64_t out[2];
+    if (af_conv_geom_init(&ctx, 2, kernel, &geo) != AF_OK || af_conv_geom_forward(&ctx, &geo, x->dims + 2, out) != AF_OK ||
+        geo.dilation[0] != 1 || geo.dilation[1] != 1 || out[0] != e->dims[2] || out[1] != e->dims[3])
+        return false;
+    d->kh1 = w1->dims[2], d->kw1 = w1->dims[3];
+    d->sy1 = geo.stride[0], d->sx1 = geo.stride[1];
+    d->pt1 = geo.pad_begin[0], d->pl1 = geo.pad_begin[1];
+    d->xh = x->dims[2], d->xw = x->dims[3];
+    d->h = e->dims[2], d->w = e->dims[3];
+    return true;
+}
+
 bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                          char *why, size_t why_size) {
     const af_node *pw = NULL, *dw = NULL, *after_pw = NULL, *after_dw = NULL;
@@ -116,7 +140,7 @@ bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const 
               c->n_nodes == 2 + !!t1.bn + !!t1.act + !!t2.bn + !!t2.act;
     if (!ok) {
         snprintf(why, why_size,
-                 "the group is not 1x1 Conv (+BatchNormalization) (+activation), depthwise Conv (+BN) (+activation)");
+                 "the group is not Conv (+BatchNormalization) (+activation), depthwise Conv (+BN) (+activation)");
         return false;
     }
     d.has_act1 = t1.has_act, d.act1 = t1.act_step;
@@ -139,10 +163,13 @@ bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const 
                     w1->dims[2] == 1 && w1->dims[3] == 1 && e->dims[2] == d.h && e->dims[3] == d.w;
     for (int i = 0, k = af_node_attr_ints(pw, "strides", &v); plain_pw && i < k; i++) plain_pw = v[i] == 1;
     for (int i = 0, k = af_node_attr_ints(pw, "pads", &v); plain_pw && i < k; i++) plain_pw = v[i] == 0;
-    d.w1 = plain_pw ? const_floats(g, pw, 1, d.channels * d.cin) : NULL;
+    const bool dense = !plain_pw && dense_first(g, pw, x, w1, e, &d);
+    const int64_t per1 = d.cin * w1->dims[2] * w1->dims[3]; /* weights per output channel */
+    d.w1 = plain_pw || dense ? const_floats(g, pw, 1, d.channels * per1) : NULL;
     d.b1 = const_floats(g, pw, 2, d.channels);
     if (!d.w1 || (pw->n_inputs > 2 && pw->inputs[2] >= 0 && !d.b1)) {
-        snprintf(why, why_size, "the first Conv is not a 1x1 conv with constant weights");
+        snprintf(why, why_size, "the first Conv is not a 1x1 conv, or an ungrouped undilated one of static shape, "
+                                "with constant weights");
         return false;
     }
     int64_t out[2];
@@ -159,7 +186,7 @@ bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const 
     d.ow = out[1];
     /* BatchNormalizations folded into copies of the weights, which the kernel packs. */
     float *fw1 = NULL, *fb1 = NULL, *fw2 = NULL, *fb2 = NULL;
-    ok = (!t1.bn || fold_bn(g, t1.bn, d.channels, d.cin, d.w1, d.b1, &fw1, &fb1)) &&
+    ok = (!t1.bn || fold_bn(g, t1.bn, d.channels, per1, d.w1, d.b1, &fw1, &fb1)) &&
          (!t2.bn || fold_bn(g, t2.bn, d.channels, d.kh * d.kw, d.w2, d.b2, &fw2, &fb2));
     af_error err = {0};
     if (!ok) snprintf(why, why_size, "a BatchNormalization is not inference with constant statistics per channel");

@@ -39,7 +39,8 @@ size_t af_pwdw_min_expanded_bytes(void) {
 
 typedef struct pwdw_state {
     af_pwdw_desc d;        /* weights NULL (regrouped below); b2 points into `biases` */
-    float *w1;             /* [channels / 16 rounded up][cin][16], zero past the last channel */
+    float *w1;             /* [channels / 16 rounded up][taps1][16], zero past the last channel */
+    int64_t taps1;         /* products per expanded element: cin, or cin kh1 kw1 (a dense first conv) */
     float *biases;         /* b1 ([groups * 16], zero past the last channel) then b2 ([channels]) */
     af_dw_blocked dw;
     af_gemm_fused act1;    /* act1 in registers, as the GEMM's tiles apply it (clamp / HardSwish) */
@@ -51,6 +52,7 @@ typedef struct pwdw_state {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 typedef struct fill_ctx {
     const pwdw_state *s;
@@ -144,6 +146,120 @@ TARGET static void fill_rows(void *ctx, int64_t img, int64_t c0, int64_t nc, int
                                      0, 0);
 }
 
+/* A dense first conv: R pixels of one row, at stride sx in x, from the taps that read inside x:
+ * tap j reads xp[off[j] + i sx] for pixel i and weighs it by the 16 channels at wg + wi[j]. The
+ * taps come in the order of the weights (input channel, kernel row, kernel column); those that
+ * read padding are left out (their products are zero). */
+TARGET static inline __attribute__((always_inline)) void expand_taps(const int R, const pwdw_state *s, const float *xp,
+                                                                     int64_t sx, const int32_t *off,
+                                                                     const int32_t *wi, int n_taps, const float *wg,
+                                                                     __m512 bias, float *dst) {
+    __m512 acc[PIXELS];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
+    for (int j = 0; j < n_taps; j++) {
+        const __m512 wv = _mm512_loadu_ps(wg + wi[j]);
+        const float *p = xp + off[j];
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(wv, _mm512_set1_ps(p[i * sx]), acc[i]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) acc[i] = _mm512_add_ps(acc[i], bias);
+    af_fused_act_avx512(&s->act1, acc, R);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) _mm512_storeu_ps(dst + i * LANES, acc[i]);
+}
+
+typedef void (*expand_taps_fn)(const pwdw_state *, const float *, int64_t, const int32_t *, const int32_t *, int,
+                               const float *, __m512, float *);
+/* One function per tile width R and x stride (1, 2: a constant, so the pixels' addresses are
+ * displacements of one register, not a chain of adds; 0: the stride the call passes). */
+#define DEF_EXPAND_TAPS(R, SX)                                                                                    \
+    TARGET static void expand_taps_##R##_##SX(const pwdw_state *s, const float *xp, int64_t sx, const int32_t *off, \
+                                              const int32_t *wi, int n_taps, const float *wg, __m512 bias,        \
+                                              float *dst) {                                                      \
+        expand_taps(R, s, xp, SX ? SX : sx, off, wi, n_taps, wg, bias, dst);                                      \
+    }
+#define DEF_EXPAND_TAPS_ALL(SX)                                                                                   \
+    DEF_EXPAND_TAPS(1, SX) DEF_EXPAND_TAPS(2, SX) DEF_EXPAND_TAPS(3, SX) DEF_EXPAND_TAPS(4, SX)                   \
+    DEF_EXPAND_TAPS(5, SX) DEF_EXPAND_TAPS(6, SX) DEF_EXPAND_TAPS(7, SX) DEF_EXPAND_TAPS(8, SX)                   \
+    DEF_EXPAND_TAPS(9, SX) DEF_EXPAND_TAPS(10, SX) DEF_EXPAND_TAPS(11, SX) DEF_EXPAND_TAPS(12, SX)                \
+    DEF_EXPAND_TAPS(13, SX) DEF_EXPAND_TAPS(14, SX) DEF_EXPAND_TAPS(15, SX) DEF_EXPAND_TAPS(16, SX)
+DEF_EXPAND_TAPS_ALL(0) DEF_EXPAND_TAPS_ALL(1) DEF_EXPAND_TAPS_ALL(2)
+#define EXPAND_TAPS_ROW(SX)                                                                                       \
+    {NULL,                  expand_taps_1_##SX,  expand_taps_2_##SX,  expand_taps_3_##SX,  expand_taps_4_##SX,    \
+     expand_taps_5_##SX,    expand_taps_6_##SX,  expand_taps_7_##SX,  expand_taps_8_##SX,  expand_taps_9_##SX,    \
+     expand_taps_10_##SX,   expand_taps_11_##SX, expand_taps_12_##SX, expand_taps_13_##SX, expand_taps_14_##SX,   \
+     expand_taps_15_##SX,   expand_taps_16_##SX}
+static const expand_taps_fn tap_expanders[3][PIXELS + 1] = {EXPAND_TAPS_ROW(0), EXPAND_TAPS_ROW(1),
+                                                              EXPAND_TAPS_ROW(2)};
+
+/* The taps of output row iy (of the first conv) that read inside x, for the output columns
+ * [ix0, ix0 + n) if all_columns, else for column ix0 alone with its columns checked too:
+ * offsets from x's column ix0 sx1 of the image, weight offsets in a group's [taps1][16]. */
+static int dense_taps(const af_pwdw_desc *d, int64_t iy, int64_t ix0, bool all_columns, int32_t *off, int32_t *wi) {
+    int n = 0;
+    for (int64_t ci = 0; ci < d->cin; ci++)
+        for (int64_t ky = 0; ky < d->kh1; ky++) {
+            const int64_t sy = iy * d->sy1 + ky - d->pt1;
+            if (sy < 0 || sy >= d->xh) continue;
+            for (int64_t kx = 0; kx < d->kw1; kx++) {
+                const int64_t sx = ix0 * d->sx1 + kx - d->pl1;
+                if (!all_columns && (sx < 0 || sx >= d->xw)) continue;
+                off[n] = (int32_t)((ci * d->xh + sy) * d->xw + kx - d->pl1);
+                wi[n++] = (int32_t)(((ci * d->kh1 + ky) * d->kw1 + kx) * LANES);
+            }
+        }
+    return n;
+}
+
+/* af_dw_fill_fn for a dense first conv: each block row is 16 of its output channels along one of
+ * its output rows. Columns whose every tap reads inside x run in register tiles of 16 pixels,
+ * the others (a column or two at each side) one at a time with their taps checked. */
+TARGET static void fill_rows_dense(void *ctx, int64_t img, int64_t c0, int64_t nc, int64_t iy0, int64_t rows,
+                                   int64_t wp, float *dst) {
+    (void)nc;
+    const fill_ctx *fc = ctx;
+    const pwdw_state *s = fc->s;
+    const af_pwdw_desc *d = &s->d;
+    const int64_t w = d->w, left = d->geo.pad_begin[1], j_lo = min64(wp, left > 0 ? left : 0);
+    const int64_t j_hi = min64(wp, left + w), y0 = max64(iy0, 0), y1 = min64(d->h, iy0 + rows);
+    for (int64_t i = 0; i < rows; i++) { /* the depthwise conv's padding, and rows outside the plane */
+        float *row = dst + i * wp * LANES;
+        const bool inside = iy0 + i >= 0 && iy0 + i < d->h && j_hi > j_lo;
+        const int64_t z0 = inside ? j_lo : wp, z1 = inside ? j_hi : wp;
+        for (int64_t j = 0; j < z0; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
+        for (int64_t j = z1; j < wp; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
+    }
+    if (y1 <= y0 || j_hi <= j_lo) return;
+    /* The output columns [x_lo, x_hi) the block holds; of them, [in_lo, in_hi) read x only inside. */
+    const int64_t x_lo = j_lo - left, x_hi = j_hi - left;
+    const int64_t in_lo = min64(max64(ceil_div(d->pl1, d->sx1), x_lo), x_hi);
+    const int64_t in_hi = max64(min64(d->xw + d->pl1 - d->kw1 >= 0 ? (d->xw + d->pl1 - d->kw1) / d->sx1 + 1 : 0, x_hi),
+                                in_lo);
+    const float *xb = fc->x + img * d->cin * d->xh * d->xw;
+    const float *wg = s->w1 + c0 * s->taps1;
+    const __m512 bias = _mm512_loadu_ps(d->b1 + c0);
+    int32_t off[AF_PWDW_MAX_TAPS], wi[AF_PWDW_MAX_TAPS];
+    const expand_taps_fn *expanders_sx = tap_expanders[d->sx1 <= 2 ? d->sx1 : 0];
+    for (int64_t y = y0; y < y1; y++) {
+        float *row = dst + ((y - iy0) * wp + left) * LANES;
+        const int n_taps = dense_taps(d, y, 0, true, off, wi);
+        for (int64_t p0 = in_lo; p0 < in_hi; p0 += PIXELS) {
+            const int n = (int)min64(PIXELS, in_hi - p0);
+            expanders_sx[n](s, xb + p0 * d->sx1, d->sx1, off, wi, n_taps, wg, bias, row + p0 * LANES);
+        }
+        for (int64_t xx = x_lo; xx < x_hi; xx++) {
+            if (xx == in_lo && in_hi > in_lo) xx = in_hi;
+            if (xx >= x_hi) break;
+            const int n_edge = dense_taps(d, y, xx, false, off, wi);
+            expanders_sx[1](s, xb + xx * d->sx1, d->sx1, off, wi, n_edge, wg, bias, row + xx * LANES);
+        }
+        if (s->act1_rest.n_steps)
+            af_epilogue_apply_avx512(&s->act1_rest, row + x_lo * LANES, 0, 1, (int)((x_hi - x_lo) * LANES), 0, 0, 0);
+    }
+}
+
 static af_status pwdw_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *epi, af_threadpool *pool,
                           void *workspace) {
     (void)epi;
@@ -153,20 +269,21 @@ static af_status pwdw_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     af_tensor *y = af_ctx_output(c, 0);
     /* A plane of unknown size at make (a dynamic-size export) is the input's, per run, and its
      * output the depthwise window's over it (the pads were resolved at make: explicit or VALID). */
-    const bool sized = d->h >= 0;
+    const bool sized = d->h >= 0, dense = d->kh1 > 0;
     af_conv_geom geo = d->geo;
     const af_conv_geom *g = &geo;
     int64_t h = d->h, w = d->w, oh = d->oh, ow = d->ow;
+    const int64_t xh = dense ? d->xh : h, xw = dense ? d->xw : w;
     if (!sized && x && x->rank == 4) {
         int64_t out[2];
         if (af_conv_geom_forward(c, &geo, x->dims + 2, out) != AF_OK) return AF_ERR_RUNTIME;
         h = x->dims[2], w = x->dims[3], oh = out[0], ow = out[1];
     }
-    if (!x || x->dtype != AF_DTYPE_FLOAT || x->rank != 4 || x->dims[1] != d->cin || x->dims[2] != h ||
-        x->dims[3] != w || h < 1 || w < 1 || h * w > INT32_MAX || oh < 1 || ow < 1 || !y || y->rank != 4 ||
-        y->dims[0] != x->dims[0] || y->dims[1] != d->channels || y->dims[2] != oh || y->dims[3] != ow)
+    if (!x || x->dtype != AF_DTYPE_FLOAT || x->rank != 4 || x->dims[1] != d->cin || x->dims[2] != xh ||
+        x->dims[3] != xw || h < 1 || w < 1 || h * w > INT32_MAX || oh < 1 || ow < 1 || !y ||
+        y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != d->channels || y->dims[2] != oh || y->dims[3] != ow)
         return af_ctx_fail(c, AF_ERR_RUNTIME, "pointwise+depthwise conv: X must be float32 [N, %lld, %lld, %lld]",
-                           (long long)d->cin, (long long)h, (long long)w);
+                           (long long)d->cin, (long long)xh, (long long)xw);
     /* More threads than the scratch is sized for: the caller alone runs the tasks. */
     if (af_threadpool_n_threads(pool) > s->n_threads) pool = NULL;
     size_t need = sized ? s->scratch_bytes : af_dw_blocked_fill_scratch_bytes(&s->dw, g, ow, s->n_threads);
@@ -174,7 +291,7 @@ static af_status pwdw_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     if (need > k->workspace_bytes && !(workspace = own = af_malloc_aligned(need)))
         return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the pointwise+depthwise conv's scratch");
     fill_ctx fc = {.s = s, .x = x->data, .h = h, .w = w};
-    af_status st = af_dw_blocked_run_fill(&s->dw, g, fill_rows, &fc, y->data, x->dims[0], h, w, oh, ow, d->b2,
+    af_status st = af_dw_blocked_run_fill(&s->dw, g, dense ? fill_rows_dense : fill_rows, &fc, y->data, x->dims[0], h, w, oh, ow, d->b2,
                                           s->epi2.n_steps ? &s->epi2 : NULL, pool, workspace, need);
     af_free_aligned(own);
     if (st != AF_OK) return af_ctx_fail(c, st, "pointwise+depthwise conv failed (%s)", af_status_name(st));
@@ -209,6 +326,21 @@ af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, 
         g->dilation[1] != 1 || g->pad_begin[0] >= d->kh || d->channels > (int64_t)1 << 24 ||
         d->cin > (int64_t)1 << 24 || sizes[2] * sizes[3] > INT32_MAX || sizes[4] * sizes[5] > INT32_MAX)
         return af_errorf(err, AF_ERR_UNSUPPORTED, "the fused kernel takes undilated 2-D convolutions of static shape");
+    /* A dense first conv: static sizes, its output plane h x w, and few taps. */
+    const bool dense = d->kh1 > 0;
+    if (dense) {
+        const int64_t more[] = {d->kh1, d->kw1, d->sy1, d->sx1, d->pt1, d->pl1, d->xh, d->xw};
+        bool ok = sized;
+        for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) ok = ok && more[i] >= 0 && more[i] <= INT32_MAX;
+        ok = ok && d->kw1 >= 1 && d->sy1 >= 1 && d->sx1 >= 1 && d->pt1 < d->kh1 && d->pl1 < d->kw1 && d->xh >= 1 &&
+             d->xw >= 1 && d->xh * d->xw <= INT32_MAX / (d->cin > 0 ? d->cin : 1);
+        if (!ok) return af_errorf(err, AF_ERR_UNSUPPORTED, "the fused kernel takes a dense first conv of static shape");
+        if (d->cin * d->kh1 * d->kw1 > AF_PWDW_MAX_TAPS)
+            return af_errorf(err, AF_ERR_UNSUPPORTED,
+                             "the first conv takes %lld products per output, more than the %d the fused kernel "
+                             "computes directly",
+                             (long long)(d->cin * d->kh1 * d->kw1), AF_PWDW_MAX_TAPS);
+    }
     const size_t min_bytes = af_pwdw_min_expanded_bytes();
     if (unsized && min_bytes > 0)
         return af_errorf(err, AF_ERR_UNSUPPORTED,
@@ -240,13 +372,14 @@ af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, 
                          "twice (more than %.0f%%)", recompute * 100, AF_PWDW_MAX_RECOMPUTE * 100);
     }
     const int64_t groups = ceil_div(d->channels, LANES);
-    s->w1 = af_calloc((size_t)(groups * LANES * d->cin), sizeof *s->w1);
+    s->taps1 = dense ? d->cin * d->kh1 * d->kw1 : d->cin;
+    s->w1 = af_calloc((size_t)(groups * LANES * s->taps1), sizeof *s->w1);
     s->biases = af_calloc((size_t)(groups * LANES + d->channels), sizeof *s->biases);
     if (!s->w1 || !s->biases) st = AF_ERR_OUT_OF_MEMORY;
     if (st == AF_OK) {
         for (int64_t ch = 0; ch < d->channels; ch++)
-            for (int64_t k = 0; k < d->cin; k++)
-                s->w1[(ch / LANES * d->cin + k) * LANES + ch % LANES] = d->w1[ch * d->cin + k];
+            for (int64_t k = 0; k < s->taps1; k++)
+                s->w1[(ch / LANES * s->taps1 + k) * LANES + ch % LANES] = d->w1[ch * s->taps1 + k];
         if (d->b1) memcpy(s->biases, d->b1, (size_t)d->channels * sizeof *s->biases);
         if (d->b2) memcpy(s->biases + groups * LANES, d->b2, (size_t)d->channels * sizeof *s->biases);
         s->d.w1 = s->d.w2 = NULL;
@@ -270,9 +403,12 @@ af_status af_pwdw_kernel_make(const af_pwdw_desc *d, af_isa isa, int n_threads, 
         pwdw_free(s);
         return af_errorf(err, st, "cannot prepare a pointwise+depthwise kernel (%s)", af_status_name(st));
     }
-    *k = (af_kernel){.name = "f32_pointwise_depthwise__avx512", .state = s, .run = pwdw_run, .free_state = pwdw_free,
+    *k = (af_kernel){.name = dense ? "f32_conv_depthwise__avx512" : "f32_pointwise_depthwise__avx512",
+                     .state = s,
+                     .run = pwdw_run,
+                     .free_state = pwdw_free,
                      .workspace_bytes = s->scratch_bytes,
-                     .weight_bytes = (size_t)(groups * LANES * d->cin) * sizeof(float) +
+                     .weight_bytes = (size_t)(groups * LANES * s->taps1) * sizeof(float) +
                                      (size_t)(groups * LANES * d->kh * d->kw) * sizeof(float) +
                                      (size_t)(groups * LANES + d->channels) * sizeof(float)};
     return AF_OK;
