@@ -58,6 +58,7 @@ typedef struct af_fusion_candidate {
     double peak_delta;     /* change of peak activation bytes (negative: saves) */
     double energy_saved_uj;
     double score;          /* weighted combination; > 0 means profitable */
+    double gain;           /* the same over the whole model's totals: what decides overlaps */
     bool accepted;
     bool verified;         /* set by the verify mode (config "verify") when the group's fused step matched
                               its unfused ops; false when never checked or when it differed */

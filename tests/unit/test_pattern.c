@@ -236,12 +236,12 @@ AF_TEST(pattern_builtin_rules_load) {
     af_error err = {0};
     CHECK(af_rules_builtin(&rs, &err) == AF_OK);
     if (!rs) return;
-    CHECK_EQ_INT(af_rules_count(rs), 29);
+    CHECK_EQ_INT(af_rules_count(rs), 30);
     const char *want[] = {"conv_bn_act", "conv_relu6", "conv_silu", "conv_hardswish_hardsigmoid",
                           "conv_hardswish_clip", "conv_residual", "conv_silu_residual", "squeeze_excite",
                           "squeeze_excite_silu",
                           "pointwise_depthwise",
-                          "pointwise_depthwise_relu6", "cv_elementwise_chain",
+                          "pointwise_depthwise_relu6", "pointwise_depthwise_silu", "cv_elementwise_chain",
                           "matmul_bias_act", "matmul_bias_gelu_erf", "matmul_bias_gelu_tanh", "residual_layernorm",
                           "layernorm_decomposed", "bert_self_attention_qkv", "bert_self_attention_qkv_heads",
                           "bert_self_attention", "bert_self_attention_heads", "mha_packed_self_attention",
@@ -715,7 +715,7 @@ AF_TEST(pattern_extra_rules_from_config) {
     af_rule_set *rs = NULL;
     af_error err = {0};
     CHECK(af_rules_from_config(&cfg, &rs, &err) == AF_OK);
-    CHECK_EQ_INT(af_rules_count(rs), 30);
+    CHECK_EQ_INT(af_rules_count(rs), 31);
     af_rules_free(rs);
     af_fusion_candidates cs = {0};
     CHECK(af_pattern_find(g, NULL, &cfg, &cs, &err) == AF_OK); /* NULL: built-in + cfg's files */

@@ -35,8 +35,13 @@ static float *random_floats(int64_t n, unsigned *seed, float scale) {
     return p;
 }
 
-/* The activation `op` on t: "Relu6" is Clip(t, 0, 6) with its bounds as inputs (opset 11+). */
+/* The activation `op` on t: "Relu6" is Clip(t, 0, 6) with its bounds as inputs (opset 11+),
+ * "Silu" Mul(t, Sigmoid(t)) as torch exports SiLU. */
 static const char *activation(ob_model *b, const char *op, const char *t) {
+    if (!strcmp(op, "Silu")) {
+        const char *ins[2] = {t, ob_node1(b, "Sigmoid", t)};
+        return ob_node(b, "Mul", 2, ins);
+    }
     if (strcmp(op, "Relu6")) return ob_node1(b, op, t);
     const char *ins[3] = {t, ob_scalar(b, 0.0f), ob_scalar(b, 6.0f)};
     return ob_node(b, "Clip", 3, ins);
@@ -105,8 +110,8 @@ static bool write_never_config(char *path, size_t size) {
 }
 
 /* Runs the case fused, unfused and on the reference kernels; fused is expected where the ISA
- * allows it. Unfused is level 0, or with BatchNormalizations the plan without this family (level
- * 0 runs them as nodes of their own, which rounds differently). */
+ * allows it. Unfused is level 0, or with BatchNormalizations or SiLU the plan without this family
+ * (level 0 runs them as nodes of their own, which rounds differently). */
 static void check_case(const pd_case *pc, bool fusable) {
     af_model *m = build(pc, 7u + (unsigned)pc->h);
     CHECK(m != NULL);
@@ -123,7 +128,10 @@ static void check_case(const pd_case *pc, bool fusable) {
     float *fused = af_test_session_output(m, &o, &x, &n_f, &report);
     char cfg[300];
     float *plain = NULL;
-    if (pc->bn) {
+    /* SiLU unfused at level 0 is a Sigmoid and a Mul, which round otherwise than the fused
+     * activation: its plain plan is this family's "never" too. */
+    const bool silu = (pc->act1 && !strcmp(pc->act1, "Silu")) || (pc->act2 && !strcmp(pc->act2, "Silu"));
+    if (pc->bn || silu) {
         CHECK(write_never_config(cfg, sizeof cfg));
         o.config_path = cfg;
         plain = af_test_session_output(m, &o, &x, &n_u, NULL);
@@ -147,6 +155,9 @@ static void check_case(const pd_case *pc, bool fusable) {
         CHECK(strstr(report, "needs AVX-512") != NULL);
     } else if (report) {
         CHECK(strstr(report, "the expanded tensor") != NULL || strstr(report, "the plane's size is unknown") != NULL);
+        /* Declined, the group's place goes to the two conv + activation groups (the larger gain),
+         * not to activations on their own (SiLU's Sigmoid + Mul as a region). */
+        if (pc->act1 && pc->act2 && !pc->symbolic_plane) CHECK(strstr(report, "steps 2 ") != NULL);
     }
     int64_t differ = 0, far = 0;
     for (int64_t i = 0; fused && plain && ref && n_f == n_u && n_f == n_r && i < n_f; i++) {
@@ -178,6 +189,8 @@ AF_TEST(pointwise_depthwise_fused_matches_unfused) {
         {1, 16, 48, 83, 77, 3, 2, 1, "Relu6", "Relu6", 1, true, false, false, 0, 0, 0},
         {3, 16, 48, 83, 77, 3, 2, 1, "HardSwish", NULL, 2, false, true, false, 0, 0, 0}, /* a symbolic batch, 3 */
         {2, 16, 48, 83, 77, 3, 2, 1, "Relu", "Relu", 2, false, true, true, 0, 0, 0},     /* symbolic batch and plane */
+        {1, 16, 96, 112, 112, 3, 2, 1, "Silu", "Silu", 2, false, false, false, 0, 0, 0}, /* EfficientNet-B0's features.2 */
+        {1, 8, 48, 83, 77, 5, 1, 2, "Silu", "Silu", 1, true, false, false, 0, 0, 0},
     };
     /* A plane of unknown size fuses where the CPU's gate is nothing (Intel): elsewhere its size
      * cannot be weighed against the gate. */
@@ -196,6 +209,7 @@ AF_TEST(pointwise_depthwise_dense_first_conv_matches_unfused) {
         {2, 3, 48, 181, 171, 5, 2, 2, "HardSwish", NULL, 2, false, false, false, 3, 2, 1},
         {1, 2, 32, 120, 100, 3, 1, 1, "Relu6", "Relu6", 3, true, false, false, 3, 1, 0},
         {1, 1, 16, 400, 300, 3, 1, 1, NULL, "Relu", 1, false, false, false, 5, 2, 2},
+        {1, 3, 32, 224, 224, 3, 1, 1, "Silu", "Silu", 2, true, false, false, 3, 2, 1}, /* EfficientNet's stem */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], true);
 }
@@ -233,4 +247,6 @@ AF_TEST(pointwise_depthwise_small_planes_follow_the_cpu_gate) {
      * two, the chunks' halo rows would recompute 31% of the 1x1 conv, past the kernel's bound. */
     const pd_case c = {1, 8, 16, 32, 32, 3, 1, 1, "Relu", "Relu", 1, false, false, false, 0, 0, 0};
     check_case(&c, af_pwdw_min_expanded_bytes() < 16 * 32 * 32 * sizeof(float));
+    const pd_case silu = {1, 8, 16, 32, 32, 3, 1, 1, "Silu", "Silu", 1, false, false, false, 0, 0, 0};
+    check_case(&silu, af_pwdw_min_expanded_bytes() < 16 * 32 * 32 * sizeof(float));
 }

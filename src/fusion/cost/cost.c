@@ -318,7 +318,7 @@ af_status af_cost_evaluate(const af_graph *g, const af_hw_model *hw, const af_fu
         c->peak_delta = est[i].peak_delta;
         c->energy_saved_uj = est[i].energy_unfused_uj - est[i].energy_fused_uj;
         c->score = af_cost_score(&est[i], cfg);
-        gain[i] = af_cost_gain(&est[i], cfg, &totals);
+        c->gain = gain[i] = af_cost_gain(&est[i], cfg, &totals);
         sig[i] = signature(g, c);
         touched[i] = undecided;
     }

@@ -1,6 +1,7 @@
 /*
  * The fused step of a pointwise_depthwise group: a 1x1 Conv (+bias) (+BatchNormalization)
- * (+activation) whose output only a depthwise Conv (+bias) (+BN) (+activation) reads, as the
+ * (+activation, SiLU as Mul(v, Sigmoid(v)) included) whose output only a depthwise Conv (+bias)
+ * (+BN) (+activation) reads, as the
  * expand and depthwise layers of an inverted-residual block export; or, in place of the 1x1
  * conv, a small dense one (a network's stem before its first depthwise conv). The chain is checked node by
  * node here, whatever rule made the group; shapes must be static.
@@ -28,13 +29,29 @@ static const af_tensor *static_nchw(const af_graph *g, int v) {
     return plane || unknown ? t : NULL;
 }
 
-/* What follows a conv in the group: an optional BatchNormalization, then an optional activation. */
+/* What follows a conv in the group: an optional BatchNormalization, then an optional activation
+ * (one node, or SiLU as Mul(v, Sigmoid(v)): act is then the Mul). */
 typedef struct conv_tail {
     const af_node *bn, *act;
     bool has_act;
+    int act_nodes;
     af_epi_step act_step;
     int out; /* the value the tail ends in: the last of conv, bn, act */
 } conv_tail;
+
+/* The group's Mul(v, Sigmoid(v)) (SiLU, either order) on v, or NULL. */
+static const af_node *silu_of(const af_graph *g, const af_fusion_candidate *c, int v) {
+    for (int i = 0; i < c->n_nodes; i++) {
+        const af_node *mul = &g->nodes[c->nodes[i]];
+        if (mul->op != AF_OP_MUL || mul->n_inputs != 2 || mul->n_outputs < 1) continue;
+        for (int k = 0; k < 2; k++) {
+            const af_node *sig = af_group_producer(g, c, mul->inputs[k]);
+            if (mul->inputs[1 - k] == v && sig && sig->op == AF_OP_SIGMOID && sig->n_inputs >= 1 && sig->inputs[0] == v)
+                return mul;
+        }
+    }
+    return NULL;
+}
 
 /* The group's chain after `conv`; *next is the group node reading its end (NULL: none). */
 static bool tail_of(const af_graph *g, const af_fusion_candidate *c, const af_node *conv, conv_tail *t,
@@ -49,12 +66,21 @@ static bool tail_of(const af_graph *g, const af_fusion_candidate *c, const af_no
         t->out = n->outputs[0];
         n = af_group_consumer(g, c, t->out);
     }
-    if (n && n->op != AF_OP_CONV) {
+    const af_node *silu = n ? NULL : silu_of(g, c, t->out); /* its Sigmoid and Mul both read the conv */
+    if (silu) {
+        t->act = silu;
+        t->act_step = (af_epi_step){.op = AF_EPI_SILU};
+        t->has_act = true;
+        t->act_nodes = 2;
+        t->out = silu->outputs[0];
+        n = af_group_consumer(g, c, t->out);
+    } else if (n && n->op != AF_OP_CONV) {
         if (n->n_inputs < 1 || n->inputs[0] != t->out || n->n_outputs < 1 ||
             !af_sched_activation_step(g, n, &t->act_step))
             return false;
         t->act = n;
         t->has_act = true;
+        t->act_nodes = 1;
         t->out = n->outputs[0];
         n = af_group_consumer(g, c, t->out);
     }
@@ -137,7 +163,7 @@ bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const 
     /* pw -> [bn1] -> [act1] -> dw -> [bn2] -> [act2], the group's output. */
     bool ok = n_conv == 2 && pw && dw && tail_of(g, c, pw, &t1, &after_pw) && after_pw == dw &&
               dw->inputs[0] == t1.out && tail_of(g, c, dw, &t2, &after_dw) && !after_dw && t2.out == c->output &&
-              c->n_nodes == 2 + !!t1.bn + !!t1.act + !!t2.bn + !!t2.act;
+              c->n_nodes == 2 + !!t1.bn + t1.act_nodes + !!t2.bn + t2.act_nodes;
     if (!ok) {
         snprintf(why, why_size,
                  "the group is not Conv (+BatchNormalization) (+activation), depthwise Conv (+BN) (+activation)");

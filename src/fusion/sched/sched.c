@@ -108,18 +108,20 @@ static const char *replaced_why(const af_fusion_candidates *cands, const af_fusi
     return numeric ? "a group the numeric check backed out" : "a group the scheduler could not build";
 }
 
-/* A candidate that lost an overlap, with its score, for the second chance's order: higher score
- * first, then lower index (the candidates' own order). */
+/* A candidate that lost an overlap, with its gain, for the second chance's order: larger gain
+ * first, as the cost layer resolves overlaps (not score, which favours small groups: SiLU's
+ * Sigmoid + Mul as a region of its own would take the nodes a conv + SiLU group needs), then lower
+ * index (the candidates' own order). */
 typedef struct lost_entry {
-    double score;
+    double gain;
     int k;
 } lost_entry;
 
-static int by_score_desc(const void *a, const void *b) {
+static int by_gain_desc(const void *a, const void *b) {
     const lost_entry *x = a, *y = b;
-    const bool nx = x->score != x->score, ny = y->score != y->score; /* a NaN sorts last: a total order */
+    const bool nx = x->gain != x->gain, ny = y->gain != y->gain; /* a NaN sorts last: a total order */
     if (nx != ny) return nx ? 1 : -1;
-    if (!nx && x->score != y->score) return x->score > y->score ? -1 : 1;
+    if (!nx && x->gain != y->gain) return x->gain > y->gain ? -1 : 1;
     return (x->k > y->k) - (x->k < y->k);
 }
 
@@ -186,16 +188,16 @@ af_status af_sched_build(const af_graph *g, af_fusion_candidates *cands, const a
         if (!try_build(g, c, o, fused, &n_fused, group_of, last_of, plan, err, &st) && st != AF_OK) goto done;
     }
     /* Second chance: a profitable candidate that lost an overlap to a group the scheduler could not
-     * build, or one the verify mode backed out, is tried now, best score first, wherever its nodes
+     * build, or one the verify mode backed out, is tried now, largest gain first, wherever its nodes
      * are still free; unless the caller forbids it (verify's last rebuild: nothing would check it). */
     int n_lost = 0;
     for (int k = 0; k < cands->n; k++) {
         const af_fusion_candidate *c = &cands->items[k];
-        if (!c->accepted && starts_with(c->reason, OVERLAP_REASON)) lost[n_lost++] = (lost_entry){c->score, k};
+        if (!c->accepted && starts_with(c->reason, OVERLAP_REASON)) lost[n_lost++] = (lost_entry){c->gain, k};
     }
     /* A sort, not insertions: a hostile rules file made 24,000 losers, and the insertions were
      * quadratic. Ties keep the candidates' order. */
-    qsort(lost, (size_t)n_lost, sizeof *lost, by_score_desc);
+    qsort(lost, (size_t)n_lost, sizeof *lost, by_gain_desc);
     for (int r = 0; r < n_lost; r++) {
         af_fusion_candidate *c = &cands->items[lost[r].k];
         if (!nodes_free(c, group_of)) continue;
