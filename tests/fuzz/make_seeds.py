@@ -103,6 +103,17 @@ D = vi("x", [1, 4, 6, 6])
 write("conv_dilated_relu_add", [node("Conv", ["x", "w", "b"], "c", pads=[5, 5, 5, 5], dilations=[5, 5]),
                                 node("Relu", ["c"], "r"), node("Add", ["r", "x"], "y")], [D], CW)
 
+# ---- pointwise_depthwise ----------------------------------------------------------------------
+# A stem (3x3 over 3 channels) + SiLU read only by a depthwise conv + SiLU, EfficientNet's first
+# layers: the fused kernel with a dense first conv (src/kernels/fast/pointwise_depthwise.c), where
+# its expanded tensor (32 x 128 x 128, 2 MB) is past the CPU's gate
+P = vi("x", [1, 3, 128, 128])
+write("stem_depthwise_silu", [node("Conv", ["x", "w", "b"], "c", pads=[1, 1, 1, 1]), node("Sigmoid", ["c"], "s"),
+                              node("Mul", ["c", "s"], "e"),
+                              node("Conv", ["e", "v", "d"], "f", pads=[1, 1, 1, 1], group=32),
+                              node("Sigmoid", ["f"], "g"), node("Mul", ["f", "g"], "y")], [P],
+      [ramp("w", [32, 3, 3, 3]), ramp("b", [32]), ramp("v", [32, 1, 3, 3]), ramp("d", [32])])
+
 # ---- matmul_add --------------------------------------------------------------------------------
 M = vi("x", [3, 8])
 MW = [ramp("w", [8, 5]), ramp("b", [5])]
