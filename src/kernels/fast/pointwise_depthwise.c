@@ -194,9 +194,10 @@ DEF_EXPAND_TAPS_ALL(0) DEF_EXPAND_TAPS_ALL(1) DEF_EXPAND_TAPS_ALL(2)
 static const expand_taps_fn tap_expanders[3][PIXELS + 1] = {EXPAND_TAPS_ROW(0), EXPAND_TAPS_ROW(1),
                                                               EXPAND_TAPS_ROW(2)};
 
-/* The taps of output row iy (of the first conv) that read inside x, for the output columns
- * [ix0, ix0 + n) if all_columns, else for column ix0 alone with its columns checked too:
- * offsets from x's column ix0 sx1 of the image, weight offsets in a group's [taps1][16]. */
+/* The taps of output row iy (of the first conv) whose input rows are inside x: with all_columns
+ * every one (for the columns whose taps all read inside), else those of column ix0 whose input
+ * columns are inside too. Offsets are from x's column ix0 sx1 of the image (ix0 = 0: from its
+ * first column), weight offsets in a group's [taps1][16]. */
 static int dense_taps(const af_pwdw_desc *d, int64_t iy, int64_t ix0, bool all_columns, int32_t *off, int32_t *wi) {
     int n = 0;
     for (int64_t ci = 0; ci < d->cin; ci++)
