@@ -1,10 +1,10 @@
 /*
  * The fused step of a pointwise_depthwise group: a 1x1 Conv (+bias) (+BatchNormalization)
  * (+activation, SiLU as Mul(v, Sigmoid(v)) included) whose output only a depthwise Conv (+bias)
- * (+BN) (+activation) reads, as the
- * expand and depthwise layers of an inverted-residual block export; or, in place of the 1x1
- * conv, a small dense one (a network's stem before its first depthwise conv). The chain is checked node by
- * node here, whatever rule made the group; shapes must be static.
+ * (+BN) (+activation) reads, as the expand and depthwise layers of an inverted-residual block
+ * export; or, in place of the 1x1 conv, a small dense one (a network's stem before its first
+ * depthwise conv). The chain is checked node by node here, whatever rule made the group; shapes
+ * must be static.
  */
 #include <stdio.h>
 #include <string.h>
@@ -136,8 +136,8 @@ static bool dense_first(const af_graph *g, const af_node *pw, const af_tensor *x
     const int64_t kernel[2] = {w1->dims[2], w1->dims[3]};
     af_conv_geom geo;
     int64_t out[2];
-    if (af_conv_geom_init(&ctx, 2, kernel, &geo) != AF_OK || af_conv_geom_forward(&ctx, &geo, x->dims + 2, out) != AF_OK ||
-        geo.dilation[0] != 1 || geo.dilation[1] != 1 || out[0] != e->dims[2] || out[1] != e->dims[3])
+    if (af_conv_geom_init(&ctx, 2, kernel, &geo) != AF_OK ||
+        af_conv_geom_forward(&ctx, &geo, x->dims + 2, out) != AF_OK || geo.dilation[0] != 1 || geo.dilation[1] != 1 || out[0] != e->dims[2] || out[1] != e->dims[3])
         return false;
     d->kh1 = w1->dims[2], d->kw1 = w1->dims[3];
     d->sy1 = geo.stride[0], d->sx1 = geo.stride[1];

@@ -292,8 +292,9 @@ static af_status pwdw_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     if (need > k->workspace_bytes && !(workspace = own = af_malloc_aligned(need)))
         return af_ctx_fail(c, AF_ERR_OUT_OF_MEMORY, "out of memory for the pointwise+depthwise conv's scratch");
     fill_ctx fc = {.s = s, .x = x->data, .h = h, .w = w};
-    af_status st = af_dw_blocked_run_fill(&s->dw, g, dense ? fill_rows_dense : fill_rows, &fc, y->data, x->dims[0], h, w, oh, ow, d->b2,
-                                          s->epi2.n_steps ? &s->epi2 : NULL, pool, workspace, need);
+    af_status st = af_dw_blocked_run_fill(&s->dw, g, dense ? fill_rows_dense : fill_rows, &fc, y->data, x->dims[0],
+                                          h, w, oh, ow, d->b2, s->epi2.n_steps ? &s->epi2 : NULL, pool, workspace,
+                                          need);
     af_free_aligned(own);
     if (st != AF_OK) return af_ctx_fail(c, st, "pointwise+depthwise conv failed (%s)", af_status_name(st));
     return AF_OK;

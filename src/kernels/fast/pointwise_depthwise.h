@@ -2,14 +2,15 @@
  * The fused pointwise + depthwise convolution of an inverted-residual block (MobileNetV2/V3,
  * EfficientNet): y = act2(dwconv(act1(W1 . x + b1)) + b2), where the 1x1 conv expands Cin to C
  * channels and the depthwise conv runs on those C channels. The first conv may also be a small
- * dense one, a network's stem before its first depthwise conv (MobileNetV2, MnasNet). Unfused, the expanded tensor (C planes
- * at the input's resolution: 3.2 MB at MobileNetV3-L's 112x112 block) is written out by one
- * kernel and read back, transposed into 16-channel blocks, by the next. Here the channel-blocked
- * depthwise kernel (conv_depthwise_blocked.h) has its blocks filled by the 1x1 conv itself: each
- * block row is 16 expanded channels of an input row, computed from x straight into the block (a
- * chunk's halo rows are computed by both chunks that read them). Every expanded element is summed
- * in the unfused 1x1 conv's order, so the result is the same bit for bit (a dense first conv's
- * are summed over input channels, then kernel rows and columns, not in the GEMM's order).
+ * dense one, a network's stem before its first depthwise conv (MobileNetV2, MnasNet). Unfused,
+ * the expanded tensor (C planes at the input's resolution: 3.2 MB at MobileNetV3-L's 112x112
+ * block) is written out by one kernel and read back, transposed into 16-channel blocks, by
+ * the next. Here the channel-blocked depthwise kernel (conv_depthwise_blocked.h) has its blocks
+ * filled by the 1x1 conv itself: each block row is 16 expanded channels of an input row, computed
+ * from x straight into the block (a chunk's halo rows are computed by both chunks that read
+ * them). Every expanded element is summed in the unfused 1x1 conv's order, so the result is the
+ * same bit for bit (a dense first conv's are summed over input channels, then kernel rows and
+ * columns, not in the GEMM's order).
  *
  * AVX-512 only (the channel-blocked depthwise kernel); static channel counts. The batch is the
  * input's; so is the plane where the desc's h, w, oh, ow are all -1 (a dynamic-size export: its
@@ -28,7 +29,7 @@
 
 typedef struct af_pwdw_desc {
     int64_t cin, channels; /* the 1x1 conv's input channels, and its output = the depthwise's */
-    int64_t h, w;          /* the input plane (both convolutions') */
+    int64_t h, w;          /* the depthwise conv's input plane (the 1x1 conv's too) */
     int64_t oh, ow;        /* the depthwise conv's output plane */
     const float *w1, *b1;  /* [channels, cin, kh1, kw1], [channels] (b1 may be NULL) */
     /* A first conv that is not 1x1 (a network's stem: 3x3 at stride 2 over 3 channels) has a
