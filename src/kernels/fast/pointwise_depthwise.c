@@ -274,12 +274,12 @@ static af_status pwdw_run(const af_kernel *k, af_op_ctx *c, const af_epilogue *e
     af_conv_geom geo = d->geo;
     const af_conv_geom *g = &geo;
     int64_t h = d->h, w = d->w, oh = d->oh, ow = d->ow;
-    const int64_t xh = dense ? d->xh : h, xw = dense ? d->xw : w;
     if (!sized && x && x->rank == 4) {
         int64_t out[2];
         if (af_conv_geom_forward(c, &geo, x->dims + 2, out) != AF_OK) return AF_ERR_RUNTIME;
         h = x->dims[2], w = x->dims[3], oh = out[0], ow = out[1];
     }
+    const int64_t xh = dense ? d->xh : h, xw = dense ? d->xw : w; /* x's plane, after the run's */
     if (!x || x->dtype != AF_DTYPE_FLOAT || x->rank != 4 || x->dims[1] != d->cin || x->dims[2] != xh ||
         x->dims[3] != xw || h < 1 || w < 1 || h * w > INT32_MAX || oh < 1 || ow < 1 || !y ||
         y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != d->channels || y->dims[2] != oh || y->dims[3] != ow)
