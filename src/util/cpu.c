@@ -45,9 +45,19 @@ static af_cpu_vendor detect_vendor(void) {
     if (!strcmp(id, "AuthenticAMD")) return AF_CPU_VENDOR_AMD;
     return AF_CPU_VENDOR_OTHER;
 }
+
+/* The display family of CPUID leaf 1: the base family, plus the extended one where the base is 15
+ * (AMD's Zen 4 is 25, Zen 5 26). */
+static int detect_family(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const int base = (int)((a >> 8) & 0xf);
+    return base == 0xf ? base + (int)((a >> 20) & 0xff) : base;
+}
 #else
 static af_isa detect_isa(void) { return AF_ISA_SCALAR; }
 static af_cpu_vendor detect_vendor(void) { return AF_CPU_VENDOR_OTHER; }
+static int detect_family(void) { return 0; }
 #endif
 
 /* Reads a small sysfs file into buf; returns 0 when it cannot. */
@@ -122,6 +132,7 @@ static void detect(void) {
     info.l3 = 2 << 20;
     detect_caches(&info);
     info.vendor = detect_vendor();
+    info.family = detect_family();
     info.isa_max = detect_isa();
     info.isa = info.isa_max;
     const char *env = getenv("AF_ISA");

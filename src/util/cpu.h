@@ -30,6 +30,7 @@ typedef enum af_cpu_vendor { AF_CPU_VENDOR_OTHER = 0, AF_CPU_VENDOR_INTEL, AF_CP
 
 typedef struct af_cpu_info {
     af_cpu_vendor vendor;
+    int family;     /* CPUID's display family (AMD: 25 Zen 4, 26 Zen 5); 0 when unknown */
     af_isa isa_max; /* what the CPU and OS support */
     af_isa isa;     /* the default: isa_max lowered by AF_ISA */
     size_t l1d;     /* bytes of L1 data cache per core */

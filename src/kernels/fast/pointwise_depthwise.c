@@ -32,9 +32,16 @@
  * leaving out the 14x14 pairs (0.14-0.16 MB), or those under 0.4 MB as well, moved it by 1% at
  * most, either way (bench/RESULTS.md, session 28). */
 #define EXPANDED_MIN_BYTES (1024 * 1024)
+/* On AMD's Zen 4 (family 25), whose 512-bit shuffles run at half rate on 256-bit pipes, every pair
+ * fused paid as on Intel: bench/inproc_ab with no gate against the 1 MiB one (40 pairs, B / A, one
+ * / two threads): MobileNetV3-L 0.975 / 0.892, MnasNet 0.947 / 0.932, MobileNetV2 0.989 / 0.953,
+ * EfficientNet-B0 0.974 / 0.955 (bench/RESULTS.md, session 34). */
+#define AMD_ZEN4_FAMILY 25
 
 size_t af_pwdw_min_expanded_bytes(void) {
-    return af_cpu_info_get()->vendor == AF_CPU_VENDOR_INTEL ? 0 : EXPANDED_MIN_BYTES;
+    const af_cpu_info *ci = af_cpu_info_get();
+    const bool zen4 = ci->vendor == AF_CPU_VENDOR_AMD && ci->family == AMD_ZEN4_FAMILY;
+    return ci->vendor == AF_CPU_VENDOR_INTEL || zen4 ? 0 : EXPANDED_MIN_BYTES;
 }
 
 typedef struct pwdw_state {

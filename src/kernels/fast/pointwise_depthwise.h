@@ -54,8 +54,9 @@ typedef struct af_pwdw_desc {
  * whose few input channels leave a GEMM short rows; wider convs are left to the GEMM. */
 #define AF_PWDW_MAX_TAPS 64
 
-/* The largest expanded tensor, in bytes, left to the two unfused kernels on this CPU: 1 MiB on
- * AMD and others, 0 on Intel (the measurements are in pointwise_depthwise.c). */
+/* The largest expanded tensor, in bytes, left to the two unfused kernels on this CPU: 0 on Intel
+ * and AMD's Zen 4, 1 MiB on other AMD (Zen 5) and others (the measurements are in
+ * pointwise_depthwise.c). */
 size_t af_pwdw_min_expanded_bytes(void);
 
 /* Regroups the weights, for n_threads (the session's). AF_ERR_UNSUPPORTED, with the reason in err,
