@@ -239,22 +239,22 @@ static void accepted_reason(af_fusion_candidate *c, const af_fusion_config *cfg,
 }
 
 /* Higher gain first; on a tie (within 1e-12 of the model) the larger group, then the earlier one. */
-static bool ranks_before(const af_fusion_candidates *cs, const double *gain, int a, int b) {
-    if (fabs(gain[a] - gain[b]) > 1e-12) return gain[a] > gain[b];
+static bool ranks_before(const af_fusion_candidates *cs, int a, int b) {
+    const double ga = cs->items[a].gain, gb = cs->items[b].gain;
+    if (fabs(ga - gb) > 1e-12) return ga > gb;
     if (cs->items[a].n_nodes != cs->items[b].n_nodes) return cs->items[a].n_nodes > cs->items[b].n_nodes;
     return a < b;
 }
 
 /* Keeps the best-ranked of every set of accepted candidates sharing nodes. order holds cands->n
  * ints and owner g->n_nodes, scratch the caller allocated (so nothing here can fail). */
-static void resolve_overlaps(const af_graph *g, af_fusion_candidates *cands, const double *gain, int *order,
-                             int *owner) {
+static void resolve_overlaps(const af_graph *g, af_fusion_candidates *cands, int *order, int *owner) {
     int n_acc = 0;
     for (int i = 0; i < cands->n; i++)
         if (cands->items[i].accepted) order[n_acc++] = i;
     for (int i = 1; i < n_acc; i++) { /* insertion sort: stable, and lists are short */
         int x = order[i], j = i - 1;
-        while (j >= 0 && ranks_before(cands, gain, x, order[j])) {
+        while (j >= 0 && ranks_before(cands, x, order[j])) {
             order[j + 1] = order[j];
             j--;
         }
@@ -287,11 +287,10 @@ af_status af_cost_evaluate(const af_graph *g, const af_hw_model *hw, const af_fu
     const int n = cands->n;
     af_group_estimate *est = af_calloc((size_t)n, sizeof *est);
     uint64_t *sig = af_calloc((size_t)n, sizeof *sig);
-    double *gain = af_calloc((size_t)n, sizeof *gain);
     bool *ok = af_calloc((size_t)n, sizeof *ok), *touched = af_calloc((size_t)n, sizeof *touched);
     int *order = af_malloc((size_t)n * sizeof *order);
     int *owner = af_malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *owner);
-    if (!est || !sig || !gain || !ok || !touched || !order || !owner) {
+    if (!est || !sig || !ok || !touched || !order || !owner) {
         st = af_errorf(err, AF_ERR_OUT_OF_MEMORY, "out of memory evaluating %d fusion candidates", n);
         goto done;
     }
@@ -304,6 +303,7 @@ af_status af_cost_evaluate(const af_graph *g, const af_hw_model *hw, const af_fu
         char why[sizeof c->reason];
         ok[i] = well_formed(g, c, why, sizeof why);
         bool undecided = !c->accepted && !c->reason[0];
+        c->gain = 0;
         if (!ok[i]) {
             if (undecided || c->accepted) {
                 c->accepted = false;
@@ -318,7 +318,7 @@ af_status af_cost_evaluate(const af_graph *g, const af_hw_model *hw, const af_fu
         c->peak_delta = est[i].peak_delta;
         c->energy_saved_uj = est[i].energy_unfused_uj - est[i].energy_fused_uj;
         c->score = af_cost_score(&est[i], cfg);
-        c->gain = gain[i] = af_cost_gain(&est[i], cfg, &totals);
+        c->gain = af_cost_gain(&est[i], cfg, &totals);
         sig[i] = signature(g, c);
         touched[i] = undecided;
     }
@@ -329,13 +329,12 @@ af_status af_cost_evaluate(const af_graph *g, const af_hw_model *hw, const af_fu
             for (int j = 0; j < n; j++) repeats += ok[j] && sig[j] == sig[i];
         decide(&d, &cands->items[i], &est[i], repeats >= AF_COST_REPEAT_MIN);
     }
-    resolve_overlaps(g, cands, gain, order, owner);
+    resolve_overlaps(g, cands, order, owner);
     for (int i = 0; i < n; i++)
         if (touched[i] && cands->items[i].accepted) accepted_reason(&cands->items[i], cfg, est[i].nominal_dims);
 done:
     af_free(est);
     af_free(sig);
-    af_free(gain);
     af_free(ok);
     af_free(touched);
     af_free(order);
