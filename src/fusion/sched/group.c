@@ -30,6 +30,15 @@ const af_node *af_group_consumer(const af_graph *g, const af_fusion_candidate *c
     return found;
 }
 
+const af_node *af_group_silu_sigmoid(const af_graph *g, const af_fusion_candidate *c, const af_node *mul) {
+    if (mul->op != AF_OP_MUL || mul->n_inputs != 2) return NULL;
+    for (int k = 0; k < 2; k++) {
+        const af_node *sig = af_group_producer(g, c, mul->inputs[k]);
+        if (sig && sig->op == AF_OP_SIGMOID && sig->n_inputs >= 1 && sig->inputs[0] == mul->inputs[1 - k]) return sig;
+    }
+    return NULL;
+}
+
 static char *dup_string(const char *s) {
     size_t n = strlen(s) + 1;
     char *d = af_malloc(n);

@@ -42,13 +42,8 @@ typedef struct conv_tail {
 /* The group's Mul(v, Sigmoid(v)) (SiLU, either order) on v, or NULL. */
 static const af_node *silu_of(const af_graph *g, const af_fusion_candidate *c, int v) {
     for (int i = 0; i < c->n_nodes; i++) {
-        const af_node *mul = &g->nodes[c->nodes[i]];
-        if (mul->op != AF_OP_MUL || mul->n_inputs != 2 || mul->n_outputs < 1) continue;
-        for (int k = 0; k < 2; k++) {
-            const af_node *sig = af_group_producer(g, c, mul->inputs[k]);
-            if (mul->inputs[1 - k] == v && sig && sig->op == AF_OP_SIGMOID && sig->n_inputs >= 1 && sig->inputs[0] == v)
-                return mul;
-        }
+        const af_node *mul = &g->nodes[c->nodes[i]], *sig = af_group_silu_sigmoid(g, c, mul);
+        if (sig && sig->inputs[0] == v && mul->n_outputs >= 1) return mul;
     }
     return NULL;
 }
@@ -109,12 +104,12 @@ static bool fold_bn(const af_graph *g, const af_node *n, int64_t ch, int64_t per
     return ok;
 }
 
-/* The depthwise conv's geometry on its input, pads resolved: on a plane of unknown size only
- * explicit pads resolve (a SAME auto_pad depends on it), and out is unknown (-1). */
-static bool dw_geometry(const af_graph *g, const af_node *dw, const af_tensor *x, const af_tensor *w, af_conv_geom *geo,
-                        int64_t out[2]) {
+/* A conv's geometry on its input, pads resolved: on a plane of unknown size only explicit pads
+ * resolve (a SAME auto_pad depends on it), and out is unknown (-1). */
+static bool conv_geometry(const af_graph *g, const af_node *conv, const af_tensor *x, const af_tensor *w,
+                          af_conv_geom *geo, int64_t out[2]) {
     const af_tensor *ins[3] = {x, w, NULL};
-    af_op_ctx ctx = {.node = dw, .graph = g, .opset = g->opset, .n_inputs = 2, .inputs = ins};
+    af_op_ctx ctx = {.node = conv, .graph = g, .opset = g->opset, .n_inputs = 2, .inputs = ins};
     const int64_t kernel[2] = {w->dims[2], w->dims[3]};
     if (af_conv_geom_init(&ctx, 2, kernel, geo) != AF_OK) return false;
     if (x->dims[2] < 0) {
@@ -131,13 +126,10 @@ static bool dense_first(const af_graph *g, const af_node *pw, const af_tensor *x
     if (af_node_attr_int(pw, "group", 1) != 1 || w1->dims[0] != d->channels || w1->dims[1] != d->cin ||
         w1->dims[2] < 1 || w1->dims[3] < 1 || x->dims[2] < 1 || x->dims[3] < 1 || e->dims[2] < 1 || e->dims[3] < 1)
         return false;
-    const af_tensor *ins[3] = {x, w1, NULL};
-    af_op_ctx ctx = {.node = pw, .graph = g, .opset = g->opset, .n_inputs = 2, .inputs = ins};
-    const int64_t kernel[2] = {w1->dims[2], w1->dims[3]};
     af_conv_geom geo;
     int64_t out[2];
-    if (af_conv_geom_init(&ctx, 2, kernel, &geo) != AF_OK ||
-        af_conv_geom_forward(&ctx, &geo, x->dims + 2, out) != AF_OK || geo.dilation[0] != 1 || geo.dilation[1] != 1 || out[0] != e->dims[2] || out[1] != e->dims[3])
+    if (!conv_geometry(g, pw, x, w1, &geo, out) || geo.dilation[0] != 1 || geo.dilation[1] != 1 ||
+        out[0] != e->dims[2] || out[1] != e->dims[3])
         return false;
     d->kh1 = w1->dims[2], d->kw1 = w1->dims[3];
     d->sy1 = geo.stride[0], d->sx1 = geo.stride[1];
@@ -200,7 +192,7 @@ bool af_sched_build_pwdw(const af_graph *g, const af_fusion_candidate *c, const 
     }
     int64_t out[2];
     const bool depthwise = af_node_attr_int(dw, "group", 1) == d.channels && w2->dims[0] == d.channels &&
-                           w2->dims[1] == 1 && dw_geometry(g, dw, e, w2, &d.geo, out) && out[0] == y->dims[2] &&
+                           w2->dims[1] == 1 && conv_geometry(g, dw, e, w2, &d.geo, out) && out[0] == y->dims[2] &&
                            out[1] == y->dims[3] && y->dims[1] == d.channels;
     d.w2 = depthwise ? const_floats(g, dw, 1, d.channels * d.kh * d.kw) : NULL;
     d.b2 = const_floats(g, dw, 2, d.channels);

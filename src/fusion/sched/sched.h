@@ -69,6 +69,8 @@ bool af_sched_build_layernorm(const af_graph *g, const af_fusion_candidate *c, c
 const af_node *af_group_producer(const af_graph *g, const af_fusion_candidate *c, int v);
 /* The single group member reading v; NULL when none or several do. */
 const af_node *af_group_consumer(const af_graph *g, const af_fusion_candidate *c, int v);
+/* The group's Sigmoid when `mul` is SiLU, Mul(v, Sigmoid(v)) in either order, else NULL. */
+const af_node *af_group_silu_sigmoid(const af_graph *g, const af_fusion_candidate *c, const af_node *mul);
 
 /* A node standing for a fused group in the executor: reads `inputs`, writes `output`; named after
  * `like`. NULL when out of memory. Free with af_node_clear + af_free (af_step_release does). */

@@ -30,16 +30,6 @@ static bool pointwise(const af_graph *g, const af_node *n, int64_t in_ch, int64_
     return *w && (n->n_inputs < 3 || n->inputs[2] < 0 || *b);
 }
 
-/* The group's Sigmoid when `mul` is SiLU, Mul(v, Sigmoid(v)) in either order, else NULL. */
-static const af_node *silu_sigmoid(const af_graph *g, const af_fusion_candidate *c, const af_node *mul) {
-    if (mul->op != AF_OP_MUL || mul->n_inputs != 2) return NULL;
-    for (int k = 0; k < 2; k++) {
-        const af_node *sig = af_group_producer(g, c, mul->inputs[k]);
-        if (sig && sig->op == AF_OP_SIGMOID && sig->n_inputs >= 1 && sig->inputs[0] == mul->inputs[1 - k]) return sig;
-    }
-    return NULL;
-}
-
 bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af_sched_options *o, af_step *s,
                        char *why, size_t why_size) {
     const af_node *mul = af_group_producer(g, c, c->output);
@@ -63,7 +53,7 @@ bool af_sched_build_se(const af_graph *g, const af_fusion_candidate *c, const af
         if (n && n->op != AF_OP_CONV) {
             act = n;
             d.has_act = true;
-            const af_node *sig = silu_sigmoid(g, c, act);
+            const af_node *sig = af_group_silu_sigmoid(g, c, act);
             if (sig) { /* x * Sigmoid(x): the Mul and its Sigmoid */
                 d.act = (af_epi_step){.op = AF_EPI_SILU};
                 act_nodes = 2;
