@@ -101,6 +101,20 @@ static const expand_fn expanders[PIXELS + 1] = {NULL,      expand_1,  expand_2, 
                                                 expand_6,  expand_7,  expand_8,  expand_9,  expand_10, expand_11,
                                                 expand_12, expand_13, expand_14, expand_15, expand_16};
 
+/* A fill's zeros: in block rows [iy0, iy0 + rows) (wp columns each), every column outside
+ * [j_lo, j_hi) (the depthwise conv's padding), and whole rows outside the plane's h rows; the
+ * first conv writes the rest. */
+TARGET static void zero_padding(float *dst, int64_t iy0, int64_t rows, int64_t h, int64_t wp, int64_t j_lo,
+                                int64_t j_hi) {
+    for (int64_t i = 0; i < rows; i++) {
+        float *row = dst + i * wp * LANES;
+        const bool inside = iy0 + i >= 0 && iy0 + i < h && j_hi > j_lo;
+        const int64_t z0 = inside ? j_lo : wp, z1 = inside ? j_hi : wp; /* columns the expansion writes */
+        for (int64_t j = 0; j < z0; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
+        for (int64_t j = z1; j < wp; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
+    }
+}
+
 /* af_dw_fill_fn: block rows of expanded input rows, made from x's rows of every input channel.
  * The plane's rows are contiguous in x, so a register tile takes 16 consecutive pixels across
  * row ends (MobileNetV3's 7x7 layers: two rows a tile, not one short one). The depthwise conv
@@ -113,13 +127,7 @@ TARGET static void fill_rows(void *ctx, int64_t img, int64_t c0, int64_t nc, int
     const af_pwdw_desc *d = &s->d;
     const int64_t w = fc->w, left = d->geo.pad_begin[1], j_lo = min64(wp, left > 0 ? left : 0);
     const int64_t j_hi = min64(wp, left + w), y0 = iy0 < 0 ? 0 : iy0, y1 = min64(fc->h, iy0 + rows);
-    for (int64_t i = 0; i < rows; i++) {
-        float *row = dst + i * wp * LANES;
-        const bool inside = iy0 + i >= 0 && iy0 + i < fc->h && j_hi > j_lo;
-        const int64_t z0 = inside ? j_lo : wp, z1 = inside ? j_hi : wp; /* columns the expansion writes */
-        for (int64_t j = 0; j < z0; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
-        for (int64_t j = z1; j < wp; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
-    }
+    zero_padding(dst, iy0, rows, fc->h, wp, j_lo, j_hi);
     if (y1 <= y0 || j_hi <= j_lo) return;
     /* Input columns [j_lo - left, j_hi - left) of rows [y0, y1); a full-width run when they are
      * all the row's columns. */
@@ -232,13 +240,7 @@ TARGET static void fill_rows_dense(void *ctx, int64_t img, int64_t c0, int64_t n
     const af_pwdw_desc *d = &s->d;
     const int64_t w = d->w, left = d->geo.pad_begin[1], j_lo = min64(wp, left > 0 ? left : 0);
     const int64_t j_hi = min64(wp, left + w), y0 = max64(iy0, 0), y1 = min64(d->h, iy0 + rows);
-    for (int64_t i = 0; i < rows; i++) { /* the depthwise conv's padding, and rows outside the plane */
-        float *row = dst + i * wp * LANES;
-        const bool inside = iy0 + i >= 0 && iy0 + i < d->h && j_hi > j_lo;
-        const int64_t z0 = inside ? j_lo : wp, z1 = inside ? j_hi : wp;
-        for (int64_t j = 0; j < z0; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
-        for (int64_t j = z1; j < wp; j++) _mm512_storeu_ps(row + j * LANES, _mm512_setzero_ps());
-    }
+    zero_padding(dst, iy0, rows, d->h, wp, j_lo, j_hi);
     if (y1 <= y0 || j_hi <= j_lo) return;
     /* The output columns [x_lo, x_hi) the block holds; of them, [in_lo, in_hi) read x only inside. */
     const int64_t x_lo = j_lo - left, x_hi = j_hi - left;
